@@ -1,0 +1,73 @@
+// A token bucket with continuous refill in exact integer arithmetic.
+//
+// The balance is `tokens_ + frac_ / period_us`: whole tokens plus a remainder
+// in units of 1/period_us of a token. Elapsed time dt adds dt * limit units, so
+// refill neither mints nor loses tokens however often it runs. The balance may
+// go negative (charge() takes unconditionally: the cluster charges remote
+// consumption into it) and is capped at `burst`. A clock that steps backwards
+// refills nothing and does not move the bucket's time back.
+//
+// The parameters are not stored here (they belong to the rule); every call
+// must pass the same params the bucket was made with. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+
+struct BucketParams {
+  std::int64_t limit = 0;      // tokens added per period, >= 0
+  std::int64_t period_us = 0;  // > 0
+  std::int64_t burst = 0;      // capacity, >= 0
+
+  friend bool operator==(const BucketParams&, const BucketParams&) = default;
+};
+
+// Largest limit, burst or cost accepted anywhere; keeps every product of the
+// arithmetic inside 128 bits and every balance inside 64.
+inline constexpr std::int64_t kMaxTokens = std::int64_t{1} << 50;
+// Largest period (about 100 years).
+inline constexpr std::int64_t kMaxPeriodUs = std::int64_t{100} * 366 * 24 * 3600 * 1'000'000;
+
+// nullptr when `params` are usable, else what is wrong.
+const char* validate(const BucketParams& params);
+
+class TokenBucket {
+ public:
+  // A bucket holding `burst` tokens at time `now`.
+  static TokenBucket full(const BucketParams& params, TimeUs now);
+
+  // Adds what accrued since the last refill, up to burst.
+  void refill(const BucketParams& params, TimeUs now);
+
+  // True if a request of `cost` may proceed now (balance >= cost). Call
+  // refill() first.
+  bool allows(std::int64_t cost) const { return tokens_ >= cost; }
+
+  // Removes `cost` tokens unconditionally; the balance may go negative. Stops
+  // at -kMaxTokens so no amount of remote charging can overflow.
+  void charge(std::int64_t cost);
+
+  // Whole tokens (floor of the balance; negative when in debt).
+  std::int64_t tokens() const { return tokens_; }
+  TimeUs last_refill_us() const { return last_us_; }
+
+  // Microseconds until a request of `cost` could succeed: 0 if it can now, -1
+  // if it never can (cost above burst, or limit 0 with too few tokens).
+  std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost) const;
+  // Microseconds until the balance reaches burst (0 when full).
+  std::int64_t reset_after_us(const BucketParams& params) const;
+  bool is_full(const BucketParams& params) const { return tokens_ >= params.burst; }
+
+ private:
+  // Time for the scaled deficit `units` (in 1/period_us tokens) to accrue.
+  static std::int64_t time_to_accrue_us(const BucketParams& params, __int128 units);
+
+  std::int64_t tokens_ = 0;
+  std::int64_t frac_ = 0;  // in [0, period_us)
+  TimeUs last_us_ = 0;
+};
+
+}  // namespace rlimit::core

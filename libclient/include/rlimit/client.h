@@ -1,0 +1,145 @@
+// rlimit::Client: asks a local rlimitd whether requests may proceed.
+//
+// Threading: a Client is NOT thread-safe. Use one Client per thread (they are
+// cheap: one Unix socket each), or guard a shared one with a mutex. Distinct
+// Clients never share state.
+//
+// Failure stance: when the daemon is unreachable, or slower than
+// Options::timeout_ms, check() returns at once with `allowed` set by
+// Options::fail_mode (open by default: "if we don't know whether we should
+// rate-limit, we shouldn't") and `status` saying why. The Client reconnects by
+// itself on a later call, no more often than the reconnect backoff allows.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rlimit {
+
+struct Descriptor {
+  std::string key;
+  std::string value;
+};
+
+// An ad-hoc limit sent with the check instead of configured as a rule.
+struct InlineLimit {
+  std::string key;
+  std::uint64_t limit = 0;
+  std::uint64_t period_ms = 1000;
+  std::uint64_t burst = 0;  // 0: same as limit
+};
+
+struct CheckRequest {
+  std::vector<Descriptor> descriptors;
+  std::uint64_t cost = 1;
+  std::optional<InlineLimit> inline_limit;
+};
+
+enum class FailMode { kOpen, kClosed };
+
+enum class DecisionStatus {
+  kOk,           // decided by the daemon's rules (maybe none matched)
+  kExempt,       // an exemption matched; nothing charged
+  kInvalid,      // the daemon rejected the check; see `error`
+  kKeyTableFull, // the daemon could not track a new key; its policy decided
+  kUnavailable,  // no daemon answered (connect failed, timeout, closed); FailMode decided
+  kProtocolError,// the daemon answered with an error; FailMode decided
+};
+const char* to_string(DecisionStatus status);
+
+struct RuleStatus {
+  std::string name;
+  bool allowed = false;
+  std::uint64_t limit = 0;
+  std::uint64_t period_ms = 0;
+  std::uint64_t burst = 0;
+  std::uint64_t remaining = 0;
+  std::int64_t retry_after_us = 0;  // 0 when allowed, -1 when never
+  std::int64_t reset_after_us = 0;
+};
+
+struct Decision {
+  bool allowed = false;
+  DecisionStatus status = DecisionStatus::kOk;
+  std::string error;
+  std::vector<RuleStatus> rules;
+  // Largest retry_after_us among denying rules (-1 if one never allows; 0 if allowed).
+  std::int64_t retry_after_us() const;
+};
+
+struct RuleInfo {
+  std::string name;
+  std::string algorithm;
+  std::uint64_t limit = 0;
+  std::uint64_t period_ms = 0;
+  std::uint64_t burst = 0;
+  std::string match;
+  std::uint32_t overrides = 0;
+};
+
+struct DaemonStatus {
+  std::string node_id;
+  std::string version;
+  std::uint64_t uptime_ms = 0;
+  std::uint64_t keys = 0;
+  std::uint64_t max_keys = 0;
+  std::string config_source;
+  std::vector<RuleInfo> rules;
+  std::vector<std::pair<std::string, std::uint64_t>> counters;  // in daemon order
+};
+
+struct ClientOptions {
+  std::string socket_path;     // empty: the default ($XDG_RUNTIME_DIR or /tmp)/rlimitd.sock
+  std::uint32_t timeout_ms = 5;  // per call, connect included
+  FailMode fail_mode = FailMode::kOpen;
+  std::uint32_t reconnect_backoff_min_ms = 10;   // after a failed connect
+  std::uint32_t reconnect_backoff_max_ms = 1000; // doubling up to this
+  std::uint32_t max_frame_bytes = 64 * 1024;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+
+  // One synchronous check.
+  Decision check(const std::vector<Descriptor>& descriptors, std::uint64_t cost = 1);
+  Decision check(const CheckRequest& request);
+
+  // Several checks in one frame, decided in order; one round trip.
+  std::vector<Decision> check_batch(std::span<const CheckRequest> requests);
+
+  // Pipelining from one thread: submit() queues a check and returns its ticket
+  // (sending when the output buffer fills or on flush()); receive() flushes
+  // and returns the oldest outstanding decision with its ticket. Up to
+  // `pending()` checks may be in flight. On a connection failure, every
+  // outstanding ticket is answered by FailMode with kUnavailable.
+  std::uint64_t submit(const CheckRequest& request);
+  void flush();
+  std::pair<std::uint64_t, Decision> receive();
+  std::size_t pending() const;
+
+  // The daemon's status, or nullopt with `error` set.
+  std::optional<DaemonStatus> status(std::string* error = nullptr);
+
+  // True while a connection is open.
+  bool connected() const;
+  const ClientOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlimit
