@@ -1,1 +1,338 @@
-// placeholder
+#include "core/limiter.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <unordered_map>
+
+namespace rlimit::core {
+namespace {
+
+// Bucket keys: [rule uid: 4 bytes][override: 1 byte][rest]. For rules, the
+// rest is each `each` descriptor value as [length: 4 bytes][bytes], in the
+// rule's (sorted) match order. Inline limits use uid 0 and carry their
+// parameters in the key, so two services asking for the same key with
+// different limits get different buckets and the sweep can rebuild params.
+constexpr std::size_t kKeyHeaderBytes = 5;
+constexpr std::uint32_t kInlineUid = 0;
+// Buckets visited, at most, to make room when a new key meets a full table.
+constexpr std::size_t kMakeRoomVisits = 64;
+
+void append_u32(std::string& out, std::uint32_t v) {
+  char bytes[4];
+  std::memcpy(bytes, &v, 4);
+  out.append(bytes, 4);
+}
+
+void append_i64(std::string& out, std::int64_t v) {
+  char bytes[8];
+  std::memcpy(bytes, &v, 8);
+  out.append(bytes, 8);
+}
+
+std::uint32_t read_u32(std::string_view key, std::size_t at) {
+  std::uint32_t v;
+  std::memcpy(&v, key.data() + at, 4);
+  return v;
+}
+
+std::int64_t read_i64(std::string_view key, std::size_t at) {
+  std::int64_t v;
+  std::memcpy(&v, key.data() + at, 8);
+  return v;
+}
+
+const std::string_view* find_value(std::span<const Descriptor> descriptors, std::string_view key) {
+  for (const Descriptor& d : descriptors) {
+    if (d.key == key) return &d.value;
+  }
+  return nullptr;
+}
+
+bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Descriptor> descriptors) {
+  for (const DescriptorMatch& m : match) {
+    const std::string_view* value = find_value(descriptors, m.key);
+    if (value == nullptr || !m.value.matches(*value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct Limiter::CompiledRules {
+  RuleSet set;
+  std::vector<std::uint32_t> uids;                      // parallel to set.rules
+  std::unordered_map<std::uint32_t, std::size_t> by_uid;  // uid -> rule index
+  // Per exemption: indices of the rules it skips (empty: all).
+  std::vector<std::vector<std::size_t>> exempt_rules;
+};
+
+// One bucket a check touches.
+struct Limiter::Pending {
+  std::string_view name;
+  BucketParams params;
+  std::size_t key_offset = 0;
+  std::size_t key_bytes = 0;
+  TokenBucket* bucket = nullptr;  // existing bucket, or nullptr (a fresh one)
+  TokenBucket fresh;              // used when bucket == nullptr
+  TokenBucket& current() { return bucket != nullptr ? *bucket : fresh; }
+};
+
+void CheckOutput::clear() {
+  allowed = false;
+  status = CheckStatus::kOk;
+  error.clear();
+  rules.clear();
+}
+
+Limiter::Limiter(LimiterOptions options, RuleSet rules)
+    : options_(options), table_(options.max_keys) {
+  replace_rules(std::move(rules));
+}
+
+Limiter::~Limiter() = default;
+
+const RuleSet& Limiter::rules() const { return compiled_->set; }
+
+void Limiter::set_max_keys(std::size_t max_keys) {
+  options_.max_keys = max_keys;
+  table_.set_max_keys(max_keys);
+}
+
+ReplaceSummary Limiter::replace_rules(RuleSet rules) {
+  auto next = std::make_shared<CompiledRules>();
+  ReplaceSummary summary;
+  std::unordered_map<std::string_view, std::size_t> old_by_name;
+  if (compiled_) {
+    for (std::size_t i = 0; i < compiled_->set.rules.size(); ++i) {
+      old_by_name.emplace(compiled_->set.rules[i].name, i);
+    }
+  }
+  std::size_t still_present = 0;
+  for (const Rule& rule : rules.rules) {
+    auto old = old_by_name.find(rule.name);
+    std::uint32_t uid;
+    if (old == old_by_name.end()) {
+      uid = next_rule_uid_++;
+      ++summary.added;
+    } else {
+      ++still_present;
+      if (compiled_->set.rules[old->second].same_definition(rule)) {
+        uid = compiled_->uids[old->second];
+        ++summary.kept;
+      } else {
+        uid = next_rule_uid_++;
+        ++summary.changed;
+      }
+    }
+    next->by_uid.emplace(uid, next->uids.size());
+    next->uids.push_back(uid);
+  }
+  summary.removed = old_by_name.size() - still_present;
+  std::unordered_map<std::string_view, std::size_t> new_by_name;
+  for (std::size_t i = 0; i < rules.rules.size(); ++i) new_by_name.emplace(rules.rules[i].name, i);
+  for (const Exemption& exemption : rules.exemptions) {
+    std::vector<std::size_t> skipped;
+    for (const std::string& name : exemption.rules) {
+      auto it = new_by_name.find(name);
+      // The config loader rejects unknown names; a name that slipped through
+      // exempts nothing rather than everything.
+      if (it != new_by_name.end()) skipped.push_back(it->second);
+    }
+    if (!exemption.rules.empty() && skipped.empty()) skipped.push_back(rules.rules.size());
+    next->exempt_rules.push_back(std::move(skipped));
+  }
+  next->set = std::move(rules);
+  compiled_ = std::move(next);
+  return summary;
+}
+
+void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
+  out.clear();
+  ++stats_.checks;
+  const CompiledRules& compiled = *compiled_;
+
+  auto invalid = [&](std::string message) {
+    out.status = CheckStatus::kInvalid;
+    out.allowed = false;
+    out.error = std::move(message);
+    ++stats_.invalid;
+  };
+  if (input.cost < 0 || input.cost > kMaxTokens) {
+    return invalid("cost must be between 0 and 2^50");
+  }
+  if (input.descriptors.size() > options_.max_descriptors_per_check) {
+    return invalid("too many descriptors: " + std::to_string(input.descriptors.size()) +
+                   " (max_descriptors_per_check is " +
+                   std::to_string(options_.max_descriptors_per_check) + ")");
+  }
+  for (std::size_t i = 0; i < input.descriptors.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (input.descriptors[i].key == input.descriptors[j].key) {
+        return invalid("descriptor key \"" + std::string(input.descriptors[i].key) +
+                       "\" appears twice");
+      }
+    }
+  }
+  if (input.inline_limit != nullptr) {
+    if (!options_.allow_inline_limits) return invalid("inline limits are disabled on this daemon");
+    if (input.inline_limit->key.empty()) return invalid("inline limit has an empty key");
+    if (const char* why = validate(input.inline_limit->params)) {
+      return invalid(std::string("inline limit: ") + why);
+    }
+  }
+
+  // Exemptions: a full one allows at once; a partial one skips some rules.
+  skipped_.assign(compiled.set.rules.size() + 1, false);
+  for (std::size_t e = 0; e < compiled.set.exemptions.size(); ++e) {
+    if (!matches_all(compiled.set.exemptions[e].match, input.descriptors)) continue;
+    const std::vector<std::size_t>& skip = compiled.exempt_rules[e];
+    if (skip.empty()) {
+      out.status = CheckStatus::kExempt;
+      out.allowed = true;
+      ++stats_.exempt;
+      ++stats_.allowed;
+      return;
+    }
+    for (std::size_t r : skip) skipped_[r] = true;
+  }
+
+  // Gather the buckets every matching rule (and the inline limit) points at.
+  pending_.clear();
+  key_scratch_.clear();
+  bool any_skipped = false;
+  for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
+    const Rule& rule = compiled.set.rules[r];
+    if (!matches_all(rule.match, input.descriptors)) continue;
+    if (skipped_[r]) {
+      any_skipped = true;
+      continue;
+    }
+    std::uint8_t override_index = 0;
+    const BucketParams* params = &rule.params;
+    for (std::size_t o = 0; o < rule.overrides.size() && o < 255; ++o) {
+      if (matches_all(rule.overrides[o].match, input.descriptors)) {
+        override_index = static_cast<std::uint8_t>(o + 1);
+        params = &rule.overrides[o].params;
+        break;
+      }
+    }
+    Pending& p = pending_.emplace_back();
+    p.name = rule.name;
+    p.params = *params;
+    p.key_offset = key_scratch_.size();
+    append_u32(key_scratch_, compiled.uids[r]);
+    key_scratch_.push_back(static_cast<char>(override_index));
+    for (const DescriptorMatch& m : rule.match) {
+      if (!m.value.each) continue;
+      const std::string_view value = *find_value(input.descriptors, m.key);
+      append_u32(key_scratch_, static_cast<std::uint32_t>(value.size()));
+      key_scratch_.append(value);
+    }
+    p.key_bytes = key_scratch_.size() - p.key_offset;
+  }
+  if (input.inline_limit != nullptr) {
+    Pending& p = pending_.emplace_back();
+    p.name = input.inline_limit->key;
+    p.params = input.inline_limit->params;
+    p.key_offset = key_scratch_.size();
+    append_u32(key_scratch_, kInlineUid);
+    key_scratch_.push_back(0);
+    append_i64(key_scratch_, p.params.limit);
+    append_i64(key_scratch_, p.params.period_us);
+    append_i64(key_scratch_, p.params.burst);
+    key_scratch_.append(input.inline_limit->key);
+    p.key_bytes = key_scratch_.size() - p.key_offset;
+  }
+  if (pending_.empty()) {
+    out.allowed = true;
+    out.status = any_skipped ? CheckStatus::kExempt : CheckStatus::kOk;
+    ++(any_skipped ? stats_.exempt : stats_.unmatched);
+    ++stats_.allowed;
+    return;
+  }
+
+  // Decide: every bucket must hold `cost`. Refill is idempotent at one `now`,
+  // so deciding twice (after making room) changes nothing.
+  bool allowed = true;
+  std::size_t fresh_needed = 0;
+  auto decide = [&] {
+    allowed = true;
+    fresh_needed = 0;
+    for (Pending& p : pending_) {
+      const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
+      p.bucket = table_.find(key);
+      if (p.bucket != nullptr) {
+        if (now < p.bucket->last_refill_us()) ++stats_.clock_went_back;
+        p.bucket->refill(p.params, now);
+      } else {
+        p.fresh = TokenBucket::full(p.params, now);
+        ++fresh_needed;
+      }
+      allowed = allowed && p.current().allows(input.cost);
+    }
+  };
+  decide();
+  if (allowed && fresh_needed > 0 && table_.size() + fresh_needed > table_.max_keys()) {
+    // The sweep erases only buckets that are full at `now`, which a fresh
+    // bucket replaces exactly; decide again since pointers may be stale.
+    sweep(now, kMakeRoomVisits);
+    decide();
+    if (allowed && table_.size() + fresh_needed > table_.max_keys()) {
+      ++stats_.key_table_full;
+      out.status = CheckStatus::kKeyTableFull;
+      out.allowed = options_.key_table_full == KeyTableFullPolicy::kAllow;
+      ++(out.allowed ? stats_.allowed : stats_.denied);
+      return;  // nothing charged: all or nothing
+    }
+  }
+
+  out.allowed = allowed;
+  ++(allowed ? stats_.allowed : stats_.denied);
+  out.rules.reserve(pending_.size());
+  for (Pending& p : pending_) {
+    if (allowed) {
+      if (p.bucket == nullptr) {
+        const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
+        p.bucket = table_.insert(key, p.fresh);
+        assert(p.bucket != nullptr);  // room was made above
+        ++stats_.keys_created;
+      }
+      p.bucket->charge(input.cost);
+    }
+    const TokenBucket& bucket = p.current();
+    RuleVerdict& v = out.rules.emplace_back();
+    v.name = p.name;
+    v.params = p.params;
+    v.allowed = bucket.allows(allowed ? 0 : input.cost);
+    v.remaining = std::max<std::int64_t>(bucket.tokens(), 0);
+    v.retry_after_us = allowed ? 0 : bucket.retry_after_us(p.params, input.cost);
+    v.reset_after_us = bucket.reset_after_us(p.params);
+  }
+}
+
+std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
+  const CompiledRules& compiled = *compiled_;
+  const std::size_t evicted = table_.sweep(max_visits, [&](std::string_view key, const TokenBucket& b) {
+    assert(key.size() >= kKeyHeaderBytes);
+    const std::uint32_t uid = read_u32(key, 0);
+    BucketParams params;
+    if (uid == kInlineUid) {
+      params = {read_i64(key, kKeyHeaderBytes), read_i64(key, kKeyHeaderBytes + 8),
+                read_i64(key, kKeyHeaderBytes + 16)};
+    } else {
+      auto it = compiled.by_uid.find(uid);
+      if (it == compiled.by_uid.end()) return true;  // its rule changed or left
+      const Rule& rule = compiled.set.rules[it->second];
+      const auto override_index = static_cast<std::uint8_t>(key[4]);
+      params = override_index == 0 ? rule.params : rule.overrides[override_index - 1].params;
+    }
+    TokenBucket probe = b;
+    probe.refill(params, now);
+    return probe.is_full(params);  // a full bucket is the same as a fresh one
+  });
+  stats_.keys_evicted += evicted;
+  return evicted;
+}
+
+}  // namespace rlimit::core

@@ -25,6 +25,8 @@ struct LimiterOptions {
   std::size_t max_keys = 1'000'000;
   KeyTableFullPolicy key_table_full = KeyTableFullPolicy::kAllow;
   bool allow_inline_limits = true;
+  // Bounds the per-check work (descriptor lookups are linear).
+  std::size_t max_descriptors_per_check = 64;
 };
 
 struct Descriptor {
@@ -118,10 +120,11 @@ class Limiter {
   KeyTable table_;
   LimiterStats stats_;
   std::uint32_t next_rule_uid_ = 1;  // 0 is the inline-limit space
-  // Scratch space reused across checks.
-  std::string key_scratch_;
+  // Scratch space reused across checks, so a check does not allocate.
   struct Pending;
-  std::vector<Pending>* pending_ = nullptr;
+  std::vector<Pending> pending_;
+  std::string key_scratch_;
+  std::vector<bool> skipped_;
 };
 
 }  // namespace rlimit::core

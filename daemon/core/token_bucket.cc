@@ -1,1 +1,73 @@
-// placeholder
+#include "core/token_bucket.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace rlimit::core {
+
+const char* validate(const BucketParams& params) {
+  if (params.limit < 0) return "limit must not be negative";
+  if (params.limit > kMaxTokens) return "limit too large (at most 2^50)";
+  if (params.burst < 0) return "burst must not be negative";
+  if (params.burst > kMaxTokens) return "burst too large (at most 2^50)";
+  if (params.period_us <= 0) return "period must be positive";
+  if (params.period_us > kMaxPeriodUs) return "period too long (at most 100 years)";
+  return nullptr;
+}
+
+TokenBucket TokenBucket::full(const BucketParams& params, TimeUs now) {
+  assert(validate(params) == nullptr);
+  TokenBucket bucket;
+  bucket.tokens_ = params.burst;
+  bucket.frac_ = 0;
+  bucket.last_us_ = now;
+  return bucket;
+}
+
+void TokenBucket::refill(const BucketParams& params, TimeUs now) {
+  if (now <= last_us_) return;  // no time passed, or the clock stepped back: mint nothing
+  const __int128 elapsed_us = static_cast<__int128>(now) - last_us_;
+  last_us_ = now;
+  if (tokens_ >= params.burst) {
+    frac_ = 0;
+    return;
+  }
+  const __int128 units = elapsed_us * params.limit + frac_;
+  const __int128 tokens = tokens_ + units / params.period_us;
+  if (tokens >= params.burst) {
+    tokens_ = params.burst;
+    frac_ = 0;
+  } else {
+    tokens_ = static_cast<std::int64_t>(tokens);
+    frac_ = static_cast<std::int64_t>(units % params.period_us);
+  }
+}
+
+void TokenBucket::charge(std::int64_t cost) {
+  assert(cost >= 0 && cost <= kMaxTokens);
+  tokens_ = std::max(tokens_ - cost, -kMaxTokens);
+}
+
+std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128 units) {
+  if (units <= 0) return 0;
+  if (params.limit == 0) return -1;
+  const __int128 us = (units + params.limit - 1) / params.limit;
+  return us > std::numeric_limits<std::int64_t>::max() ? std::numeric_limits<std::int64_t>::max()
+                                                       : static_cast<std::int64_t>(us);
+}
+
+std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost) const {
+  if (tokens_ >= cost) return 0;
+  if (cost > params.burst) return -1;
+  const __int128 deficit = static_cast<__int128>(cost - tokens_) * params.period_us - frac_;
+  return time_to_accrue_us(params, deficit);
+}
+
+std::int64_t TokenBucket::reset_after_us(const BucketParams& params) const {
+  if (tokens_ >= params.burst) return 0;
+  const __int128 deficit = static_cast<__int128>(params.burst - tokens_) * params.period_us - frac_;
+  return time_to_accrue_us(params, deficit);
+}
+
+}  // namespace rlimit::core

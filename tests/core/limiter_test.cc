@@ -1,0 +1,276 @@
+#include "core/limiter.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+ValueMatcher exact(std::string value) {
+  ValueMatcher m;
+  m.kind = ValueMatchKind::kExact;
+  m.pattern = std::move(value);
+  return m;
+}
+
+ValueMatcher each() {
+  ValueMatcher m;
+  m.each = true;
+  return m;
+}
+
+ValueMatcher prefix(std::string value) {
+  ValueMatcher m;
+  m.kind = ValueMatchKind::kPrefix;
+  m.pattern = std::move(value);
+  return m;
+}
+
+Rule make_rule(std::string name, std::vector<DescriptorMatch> match, std::int64_t limit,
+               std::int64_t period_us, std::int64_t burst) {
+  Rule rule;
+  rule.name = std::move(name);
+  rule.match = std::move(match);
+  rule.params = {limit, period_us, burst};
+  return rule;
+}
+
+// Holds descriptor strings alive for the string_views a CheckInput needs.
+struct Request {
+  std::vector<Descriptor> descriptors;
+  explicit Request(std::initializer_list<std::pair<const char*, const char*>> pairs) {
+    for (auto& [k, v] : pairs) descriptors.push_back({k, v});
+  }
+  CheckInput input(std::int64_t cost = 1) const { return {descriptors, cost, nullptr}; }
+};
+
+class LimiterTest : public ::testing::Test {
+ protected:
+  CheckOutput check(Limiter& limiter, const Request& request, TimeUs now, std::int64_t cost = 1) {
+    CheckOutput out;
+    limiter.check(request.input(cost), now, out);
+    return out;
+  }
+};
+
+TEST_F(LimiterTest, EachDistinctValueGetsItsOwnBucket) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("per-user", {{"user", each()}}, 2, kUsPerSecond, 2));
+  Limiter limiter({}, std::move(rules));
+  const Request alice{{"user", "alice"}};
+  const Request bob{{"user", "bob"}};
+  EXPECT_TRUE(check(limiter, alice, 0).allowed);
+  EXPECT_TRUE(check(limiter, alice, 0).allowed);
+  const CheckOutput denied = check(limiter, alice, 0);
+  EXPECT_FALSE(denied.allowed);
+  ASSERT_EQ(denied.rules.size(), 1u);
+  EXPECT_EQ(denied.rules[0].name, "per-user");
+  EXPECT_EQ(denied.rules[0].retry_after_us, 500'000);
+  EXPECT_EQ(denied.rules[0].reset_after_us, kUsPerSecond);
+  EXPECT_TRUE(check(limiter, bob, 0).allowed);
+  EXPECT_EQ(limiter.key_count(), 2u);
+}
+
+TEST_F(LimiterTest, SharedBucketWithoutEach) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("search", {{"path", prefix("/api/search")}}, 1, kUsPerSecond, 1));
+  Limiter limiter({}, std::move(rules));
+  EXPECT_TRUE(check(limiter, Request{{"path", "/api/search?q=a"}}, 0).allowed);
+  EXPECT_FALSE(check(limiter, Request{{"path", "/api/search?q=b"}}, 0).allowed);
+  const CheckOutput other = check(limiter, Request{{"path", "/api/items"}}, 0);
+  EXPECT_TRUE(other.allowed);
+  EXPECT_TRUE(other.rules.empty());
+  EXPECT_EQ(limiter.stats().unmatched, 1u);
+}
+
+TEST_F(LimiterTest, MultiRuleIsAllOrNothing) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("burst", {{"user", each()}}, 10, kUsPerSecond, 10));
+  rules.rules.push_back(make_rule("daily", {{"user", each()}}, 3, 86400 * kUsPerSecond, 3));
+  Limiter limiter({}, std::move(rules));
+  const Request alice{{"user", "alice"}};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(check(limiter, alice, 0).allowed);
+  const CheckOutput denied = check(limiter, alice, 0);
+  ASSERT_FALSE(denied.allowed);
+  ASSERT_EQ(denied.rules.size(), 2u);
+  EXPECT_TRUE(denied.rules[0].allowed);   // burst would have allowed
+  EXPECT_FALSE(denied.rules[1].allowed);  // daily denied
+  EXPECT_EQ(denied.rules[0].remaining, 7);
+  // Denials charged nothing: the burst bucket still holds 7 after many.
+  for (int i = 0; i < 20; ++i) check(limiter, alice, 0);
+  EXPECT_EQ(check(limiter, alice, 0).rules[0].remaining, 7);
+}
+
+TEST_F(LimiterTest, CostAndZeroCost) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("r", {}, 10, kUsPerSecond, 10));
+  Limiter limiter({}, std::move(rules));
+  const Request any{{"x", "y"}};
+  EXPECT_TRUE(check(limiter, any, 0, 7).allowed);
+  EXPECT_FALSE(check(limiter, any, 0, 4).allowed);
+  const CheckOutput peek = check(limiter, any, 0, 0);
+  EXPECT_TRUE(peek.allowed);
+  EXPECT_EQ(peek.rules[0].remaining, 3);
+  const CheckOutput too_big = check(limiter, any, 0, 11);
+  EXPECT_FALSE(too_big.allowed);
+  EXPECT_EQ(too_big.rules[0].retry_after_us, -1);
+}
+
+TEST_F(LimiterTest, OverrideGivesTierItsOwnLimit) {
+  RuleSet rules;
+  Rule rule = make_rule("per-user", {{"user", each()}}, 1, kUsPerSecond, 1);
+  rule.overrides.push_back({{{"tier", exact("premium")}}, {10, kUsPerSecond, 10}});
+  rules.rules.push_back(std::move(rule));
+  Limiter limiter({}, std::move(rules));
+  const Request premium{{"user", "carol"}, {"tier", "premium"}};
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i) allowed += check(limiter, premium, 0).allowed;
+  EXPECT_EQ(allowed, 10);
+  EXPECT_EQ(check(limiter, premium, 0).rules[0].params.limit, 10);
+  // The same user without the tier is a different bucket with the base limit.
+  const Request basic{{"user", "carol"}};
+  EXPECT_TRUE(check(limiter, basic, 0).allowed);
+  EXPECT_FALSE(check(limiter, basic, 0).allowed);
+}
+
+TEST_F(LimiterTest, Exemptions) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("a", {{"user", each()}}, 0, kUsPerSecond, 0));
+  rules.rules.push_back(make_rule("b", {{"user", each()}}, 1, kUsPerSecond, 1));
+  rules.exemptions.push_back({{{"user", exact("healthcheck")}}, {}, {}});
+  rules.exemptions.push_back({{{"user", exact("batch")}}, {"a"}, {}});
+  Limiter limiter({}, std::move(rules));
+  const CheckOutput health = check(limiter, Request{{"user", "healthcheck"}}, 0);
+  EXPECT_TRUE(health.allowed);
+  EXPECT_EQ(health.status, CheckStatus::kExempt);
+  EXPECT_FALSE(check(limiter, Request{{"user", "x"}}, 0).allowed);  // a blocks everyone
+  const CheckOutput batch = check(limiter, Request{{"user", "batch"}}, 0);
+  EXPECT_TRUE(batch.allowed);  // a skipped, b allows once
+  ASSERT_EQ(batch.rules.size(), 1u);
+  EXPECT_EQ(batch.rules[0].name, "b");
+  EXPECT_FALSE(check(limiter, Request{{"user", "batch"}}, 0).allowed);
+  EXPECT_EQ(limiter.key_count(), 1u);  // denials and exemptions made no buckets
+}
+
+TEST_F(LimiterTest, InvalidChecks) {
+  Limiter limiter({}, {});
+  const CheckOutput dup = check(limiter, Request{{"user", "a"}, {"user", "b"}}, 0);
+  EXPECT_EQ(dup.status, CheckStatus::kInvalid);
+  EXPECT_FALSE(dup.allowed);
+  EXPECT_NE(dup.error.find("appears twice"), std::string::npos);
+  EXPECT_EQ(check(limiter, Request{{"x", "y"}}, 0, -1).status, CheckStatus::kInvalid);
+  EXPECT_EQ(check(limiter, Request{{"x", "y"}}, 0, kMaxTokens + 1).status, CheckStatus::kInvalid);
+  std::vector<Descriptor> many(65, Descriptor{"k", "v"});
+  CheckOutput out;
+  limiter.check({many, 1, nullptr}, 0, out);
+  EXPECT_EQ(out.status, CheckStatus::kInvalid);
+  EXPECT_EQ(limiter.stats().invalid, 4u);
+}
+
+TEST_F(LimiterTest, InlineLimit) {
+  Limiter limiter({}, {});
+  const InlineLimit limit{"job:42", {2, kUsPerSecond, 2}};
+  const Request request{{"x", "y"}};
+  CheckOutput out;
+  for (int i = 0; i < 2; ++i) {
+    limiter.check({request.descriptors, 1, &limit}, 0, out);
+    EXPECT_TRUE(out.allowed);
+  }
+  limiter.check({request.descriptors, 1, &limit}, 0, out);
+  EXPECT_FALSE(out.allowed);
+  ASSERT_EQ(out.rules.size(), 1u);
+  EXPECT_EQ(out.rules[0].name, "job:42");
+  // Same key, other parameters: another bucket.
+  const InlineLimit other{"job:42", {5, kUsPerSecond, 5}};
+  limiter.check({request.descriptors, 1, &other}, 0, out);
+  EXPECT_TRUE(out.allowed);
+  const InlineLimit bad{"job:42", {5, 0, 5}};
+  limiter.check({request.descriptors, 1, &bad}, 0, out);
+  EXPECT_EQ(out.status, CheckStatus::kInvalid);
+  // Swept once full, from the parameters carried in the key.
+  EXPECT_EQ(limiter.sweep(10 * kUsPerSecond, 100), 2u);
+  EXPECT_EQ(limiter.key_count(), 0u);
+
+  Limiter disabled({.allow_inline_limits = false}, {});
+  disabled.check({request.descriptors, 1, &limit}, 0, out);
+  EXPECT_EQ(out.status, CheckStatus::kInvalid);
+}
+
+TEST_F(LimiterTest, SweepForgetsOnlyFullBuckets) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("per-user", {{"user", each()}}, 10, kUsPerSecond, 10));
+  Limiter limiter({}, std::move(rules));
+  check(limiter, Request{{"user", "a"}}, 0, 10);
+  check(limiter, Request{{"user", "b"}}, 500'000, 10);
+  EXPECT_EQ(limiter.sweep(kUsPerSecond, 100), 1u);  // a is full again, b is not
+  EXPECT_EQ(limiter.key_count(), 1u);
+  EXPECT_FALSE(check(limiter, Request{{"user", "b"}}, kUsPerSecond, 6).allowed);
+  EXPECT_EQ(limiter.sweep(2 * kUsPerSecond, 100), 1u);
+  EXPECT_EQ(limiter.stats().keys_evicted, 2u);
+}
+
+TEST_F(LimiterTest, KeyTableFullPolicy) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("per-user", {{"user", each()}}, 1, kUsPerSecond, 1));
+  for (KeyTableFullPolicy policy : {KeyTableFullPolicy::kAllow, KeyTableFullPolicy::kDeny}) {
+    Limiter limiter({.max_keys = 2, .key_table_full = policy}, rules);
+    EXPECT_TRUE(check(limiter, Request{{"user", "a"}}, 0).allowed);
+    EXPECT_TRUE(check(limiter, Request{{"user", "b"}}, 0).allowed);
+    const CheckOutput full = check(limiter, Request{{"user", "c"}}, 0);
+    EXPECT_EQ(full.status, CheckStatus::kKeyTableFull);
+    EXPECT_EQ(full.allowed, policy == KeyTableFullPolicy::kAllow);
+    EXPECT_EQ(limiter.stats().key_table_full, 1u);
+    // Existing keys are still enforced.
+    EXPECT_FALSE(check(limiter, Request{{"user", "a"}}, 0).allowed);
+    // Once a and b have refilled, a new key makes room: the sweep forgets
+    // both (full buckets are the same as fresh ones).
+    EXPECT_TRUE(check(limiter, Request{{"user", "c"}}, 2 * kUsPerSecond).allowed);
+    EXPECT_EQ(limiter.key_count(), 1u);
+    EXPECT_EQ(limiter.stats().keys_evicted, 2u);
+  }
+}
+
+TEST_F(LimiterTest, ReloadKeepsStateOfUnchangedRules) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("same", {{"user", each()}}, 1, kUsPerSecond, 1));
+  rules.rules.push_back(make_rule("changes", {{"ip", each()}}, 1, kUsPerSecond, 1));
+  rules.rules.push_back(make_rule("goes", {{"path", each()}}, 1, kUsPerSecond, 1));
+  Limiter limiter({}, rules);
+  const Request r{{"user", "a"}, {"ip", "1.2.3.4"}, {"path", "/"}};
+  EXPECT_TRUE(check(limiter, r, 0).allowed);
+  EXPECT_EQ(limiter.key_count(), 3u);
+
+  RuleSet next;
+  next.rules.push_back(make_rule("same", {{"user", each()}}, 1, kUsPerSecond, 1));
+  next.rules.push_back(make_rule("changes", {{"ip", each()}}, 5, kUsPerSecond, 5));
+  next.rules.push_back(make_rule("new", {{"method", each()}}, 1, kUsPerSecond, 1));
+  const ReplaceSummary summary = limiter.replace_rules(next);
+  EXPECT_EQ(summary.kept, 1u);
+  EXPECT_EQ(summary.changed, 1u);
+  EXPECT_EQ(summary.added, 1u);
+  EXPECT_EQ(summary.removed, 1u);
+  // "same" remembers its spent token; the orphans go at the next sweep even
+  // though they are not full.
+  EXPECT_FALSE(check(limiter, Request{{"user", "a"}}, 1).allowed);
+  EXPECT_TRUE(check(limiter, Request{{"ip", "1.2.3.4"}}, 1).allowed);
+  EXPECT_EQ(limiter.sweep(2, 100), 2u);
+  EXPECT_EQ(limiter.key_count(), 2u);
+}
+
+TEST_F(LimiterTest, ClockSteppingBackIsCountedAndMintsNothing) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("r", {}, 1, kUsPerSecond, 1));
+  Limiter limiter({}, std::move(rules));
+  const Request any{{"x", "y"}};
+  EXPECT_TRUE(check(limiter, any, 10 * kUsPerSecond).allowed);
+  EXPECT_FALSE(check(limiter, any, 0).allowed);
+  EXPECT_EQ(limiter.stats().clock_went_back, 1u);
+  EXPECT_TRUE(check(limiter, any, 11 * kUsPerSecond).allowed);
+}
+
+}  // namespace
+}  // namespace rlimit::core

@@ -1,0 +1,134 @@
+#include "core/token_bucket.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+constexpr BucketParams kTenPerSecond{10, kUsPerSecond, 10};
+
+TEST(TokenBucketTest, StartsFullAndTakes) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
+  EXPECT_EQ(b.tokens(), 10);
+  EXPECT_TRUE(b.allows(10));
+  EXPECT_FALSE(b.allows(11));
+  b.charge(10);
+  EXPECT_EQ(b.tokens(), 0);
+  EXPECT_FALSE(b.allows(1));
+}
+
+TEST(TokenBucketTest, RefillsAtBoundaries) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
+  b.charge(10);
+  b.refill(kTenPerSecond, 99'999);  // one token takes 100 ms
+  EXPECT_EQ(b.tokens(), 0);
+  EXPECT_EQ(b.retry_after_us(kTenPerSecond, 1), 1);
+  b.refill(kTenPerSecond, 100'000);
+  EXPECT_EQ(b.tokens(), 1);
+  EXPECT_EQ(b.retry_after_us(kTenPerSecond, 1), 0);
+  b.refill(kTenPerSecond, 10 * kUsPerSecond);
+  EXPECT_EQ(b.tokens(), 10);  // capped at burst
+  EXPECT_EQ(b.reset_after_us(kTenPerSecond), 0);
+}
+
+TEST(TokenBucketTest, ManySmallRefillsNeitherMintNorLose) {
+  // 7 tokens per 3 seconds: no integer number of microseconds per token.
+  const BucketParams params{7, 3 * kUsPerSecond, 1'000'000};
+  TokenBucket stepped = TokenBucket::full(params, 0);
+  stepped.charge(2'000'000);  // into debt: refill must be exact below zero too
+  TokenBucket once = stepped;
+  std::mt19937_64 rng(42);
+  TimeUs now = 0;
+  const TimeUs end = 3600 * kUsPerSecond;  // one hour
+  while (now < end) {
+    now = std::min(end, now + static_cast<TimeUs>(rng() % 50'000));
+    stepped.refill(params, now);
+  }
+  once.refill(params, end);
+  EXPECT_EQ(stepped.tokens(), once.tokens());
+  EXPECT_EQ(stepped.tokens(), -1'000'000 + 7 * 1200);  // exactly 8400 tokens accrued
+}
+
+TEST(TokenBucketTest, NegativeBalanceIsRepaidBeforeAllowing) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
+  b.charge(25);  // remote consumption can overdraw
+  EXPECT_EQ(b.tokens(), -15);
+  EXPECT_FALSE(b.allows(0));
+  EXPECT_EQ(b.retry_after_us(kTenPerSecond, 1), 1'600'000);  // 16 tokens at 100 ms each
+  b.refill(kTenPerSecond, 1'500'000);
+  EXPECT_EQ(b.tokens(), 0);
+  EXPECT_TRUE(b.allows(0));
+  EXPECT_FALSE(b.allows(1));
+  EXPECT_EQ(b.reset_after_us(kTenPerSecond), kUsPerSecond);
+}
+
+TEST(TokenBucketTest, CostAboveBurstNeverSucceeds) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
+  EXPECT_FALSE(b.allows(11));
+  EXPECT_EQ(b.retry_after_us(kTenPerSecond, 11), -1);
+}
+
+TEST(TokenBucketTest, ZeroLimitNeverRefills) {
+  const BucketParams blocked{0, kUsPerSecond, 0};
+  TokenBucket b = TokenBucket::full(blocked, 0);
+  EXPECT_FALSE(b.allows(1));
+  EXPECT_TRUE(b.allows(0));
+  EXPECT_EQ(b.retry_after_us(blocked, 1), -1);
+  const BucketParams once{0, kUsPerSecond, 1};
+  TokenBucket c = TokenBucket::full(once, 0);
+  c.charge(1);
+  c.refill(once, 1000 * kUsPerSecond);
+  EXPECT_EQ(c.tokens(), 0);
+  EXPECT_EQ(c.reset_after_us(once), -1);
+}
+
+TEST(TokenBucketTest, ClockSteppingBackMintsNothing) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 10 * kUsPerSecond);
+  b.charge(10);
+  b.refill(kTenPerSecond, 5 * kUsPerSecond);  // stepped back 5 s
+  EXPECT_EQ(b.tokens(), 0);
+  EXPECT_EQ(b.last_refill_us(), 10 * kUsPerSecond);
+  b.refill(kTenPerSecond, 10 * kUsPerSecond + 100'000);  // refill resumes from the latest time
+  EXPECT_EQ(b.tokens(), 1);
+}
+
+TEST(TokenBucketTest, HugeAndTinyPeriods) {
+  // A yearly quota of 1e12: arithmetic stays exact and in range.
+  const BucketParams yearly{1'000'000'000'000, 365LL * 86400 * kUsPerSecond, 1'000'000'000'000};
+  TokenBucket y = TokenBucket::full(yearly, 0);
+  y.charge(1'000'000'000'000);
+  y.refill(yearly, 365LL * 86400 * kUsPerSecond / 2);
+  EXPECT_EQ(y.tokens(), 500'000'000'000);
+  // One token per microsecond.
+  const BucketParams fast{1, 1, 5};
+  TokenBucket f = TokenBucket::full(fast, 0);
+  f.charge(5);
+  f.refill(fast, 3);
+  EXPECT_EQ(f.tokens(), 3);
+  // The largest accepted values do not overflow.
+  const BucketParams extreme{kMaxTokens, kMaxPeriodUs, kMaxTokens};
+  ASSERT_EQ(validate(extreme), nullptr);
+  TokenBucket e = TokenBucket::full(extreme, 0);
+  e.charge(kMaxTokens);
+  e.charge(kMaxTokens);
+  EXPECT_EQ(e.tokens(), -kMaxTokens);
+  EXPECT_GT(e.retry_after_us(extreme, 1), 0);
+  e.refill(extreme, kMaxPeriodUs);
+  EXPECT_EQ(e.tokens(), 0);
+}
+
+TEST(TokenBucketTest, ValidateNamesTheProblem) {
+  EXPECT_NE(validate({-1, kUsPerSecond, 1}), nullptr);
+  EXPECT_NE(validate({1, 0, 1}), nullptr);
+  EXPECT_NE(validate({1, kUsPerSecond, -1}), nullptr);
+  EXPECT_NE(validate({kMaxTokens + 1, kUsPerSecond, 1}), nullptr);
+  EXPECT_NE(validate({1, kMaxPeriodUs + 1, 1}), nullptr);
+  EXPECT_EQ(validate({0, 1, 0}), nullptr);
+}
+
+}  // namespace
+}  // namespace rlimit::core
