@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The second README command: set up (install what is missing, build) and run
+# the whole test suite through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j"${JOBS:-2}" --timeout 300
