@@ -10,8 +10,7 @@ packages=(
   cmake make g++ pkg-config
   libboost1.81-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3 procps
+  libgtest-dev libbenchmark-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "rlimit/export.h"
+
 namespace rlimit {
 
 struct Descriptor {
@@ -54,7 +56,8 @@ enum class DecisionStatus {
   kUnavailable,  // no daemon answered (connect failed, timeout, closed); FailMode decided
   kProtocolError,// the daemon answered with an error; FailMode decided
 };
-const char* to_string(DecisionStatus status);
+// "ok", "exempt", "invalid", "key_table_full", "unavailable", "protocol_error".
+RLIMIT_API const char* to_string(DecisionStatus status);
 
 struct RuleStatus {
   std::string name;
@@ -67,7 +70,7 @@ struct RuleStatus {
   std::int64_t reset_after_us = 0;
 };
 
-struct Decision {
+struct RLIMIT_API Decision {
   bool allowed = false;
   DecisionStatus status = DecisionStatus::kOk;
   std::string error;
@@ -106,8 +109,10 @@ struct ClientOptions {
   std::uint32_t max_frame_bytes = 64 * 1024;
 };
 
-class Client {
+class RLIMIT_API Client {
  public:
+  // Does not connect: the first call does. A moved-from Client may only be
+  // destroyed or assigned to.
   explicit Client(ClientOptions options = {});
   ~Client();
   Client(Client&&) noexcept;
@@ -125,6 +130,10 @@ class Client {
   // and returns the oldest outstanding decision with its ticket. Up to
   // `pending()` checks may be in flight. On a connection failure, every
   // outstanding ticket is answered by FailMode with kUnavailable.
+  // Each of flush() and receive() waits at most timeout_ms. Tickets are
+  // nonzero; receive() with nothing pending returns ticket 0 and a kInvalid
+  // decision (not allowed). Synchronous calls may be mixed with pipelining:
+  // replies to earlier tickets are kept for receive().
   std::uint64_t submit(const CheckRequest& request);
   void flush();
   std::pair<std::uint64_t, Decision> receive();

@@ -20,7 +20,7 @@ struct RetryPolicy {
   std::uint32_t max_retries = 5;  // attempts after the first
 };
 
-class Backoff {
+class RLIMIT_API Backoff {
  public:
   explicit Backoff(RetryPolicy policy, std::uint64_t seed = std::random_device{}());
 
