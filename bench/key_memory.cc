@@ -1,0 +1,70 @@
+// Measures the memory a held key costs: fills a Limiter with N distinct
+// per-user buckets and reports the heap growth (glibc mallinfo2) and RSS
+// growth per key. Run: build/bin/rlimit-keymem --keys 1000000
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/limiter.h"
+#include "core/time.h"
+
+namespace {
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Bytes per held key in rlimitd's key table"};
+  std::size_t keys = 1'000'000;
+  std::size_t value_bytes = 12;
+  app.add_option("--keys", keys, "distinct keys to hold");
+  app.add_option("--value-bytes", value_bytes, "length of each descriptor value (>= 8)");
+  CLI11_PARSE(app, argc, argv);
+  if (value_bytes < 8) value_bytes = 8;
+
+  using namespace rlimit::core;
+  Rule rule;
+  rule.name = "per-user";
+  ValueMatcher each;
+  each.each = true;
+  rule.match.push_back({"user", each});
+  rule.params = {10, kUsPerSecond, 10};
+  RuleSet rules;
+  rules.rules.push_back(rule);
+  Limiter limiter({.max_keys = keys}, std::move(rules));
+
+  const std::size_t heap_before = mallinfo2().uordblks;
+  const long rss_before = rss_kib();
+  CheckOutput out;
+  std::string value(value_bytes, '0');
+  for (std::size_t i = 0; i < keys; ++i) {
+    const std::string digits = std::to_string(i);
+    value.replace(value_bytes - digits.size(), digits.size(), digits);
+    const Descriptor d[] = {{"user", value}};
+    limiter.check({d, 1, nullptr}, 0, out);
+  }
+  const std::size_t heap_after = mallinfo2().uordblks;
+  const long rss_after = rss_kib();
+  // The key's own bytes: 5-byte header + 4-byte length + the value.
+  const std::size_t key_bytes = 5 + 4 + value_bytes;
+  const double heap_per_key = static_cast<double>(heap_after - heap_before) / static_cast<double>(keys);
+  const double rss_per_key = (rss_after - rss_before) * 1024.0 / static_cast<double>(keys);
+  std::printf("keys held            %zu\n", limiter.key_count());
+  std::printf("key bytes            %zu (rule header 5 + length 4 + value %zu)\n", key_bytes, value_bytes);
+  std::printf("heap per key         %.1f bytes\n", heap_per_key);
+  std::printf("heap per key beyond  %.1f bytes (overhead beyond the key's own bytes)\n",
+              heap_per_key - static_cast<double>(key_bytes));
+  std::printf("rss per key          %.1f bytes\n", rss_per_key);
+  return 0;
+}

@@ -1,0 +1,167 @@
+#include "support/daemon_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace rlimit::testing {
+namespace {
+
+int decode_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::vector<char*> to_argv(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+bool can_connect(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::string program_path(const std::string& name) { return std::string(RLIMIT_BIN_DIR) + "/" + name; }
+
+TempDir::TempDir() {
+  std::string pattern = "/tmp/rlimit-test.XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  const std::string path = file(name);
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  return path;
+}
+
+RunResult run_program(const std::vector<std::string>& argv_in, std::chrono::milliseconds timeout) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
+  std::vector<std::string> args = argv_in;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], 1);
+    ::dup2(pipe_fds[1], 2);
+    auto argv = to_argv(args);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  RunResult result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[4096];
+  bool killed = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd pfd{pipe_fds[0], POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    result.output.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = killed ? -1 : decode_status(status);
+  return result;
+}
+
+DaemonProcess::DaemonProcess(const TempDir& dir, std::vector<std::string> args, std::string log_name)
+    : log_path_(dir.file(log_name)) {
+  args.insert(args.begin(), program_path("rlimitd"));
+  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw std::runtime_error("cannot open " + log_path_);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    auto argv = to_argv(args);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+}
+
+bool DaemonProcess::wait_ready(const std::string& socket_path, std::chrono::milliseconds timeout) {
+  return eventually([&] { return !running() || can_connect(socket_path); }, timeout) && running();
+}
+
+std::optional<int> DaemonProcess::poll_exit() {
+  if (exit_code_) return exit_code_;
+  if (pid_ <= 0) return std::nullopt;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) exit_code_ = decode_status(status);
+  return exit_code_;
+}
+
+bool DaemonProcess::running() { return pid_ > 0 && !poll_exit().has_value(); }
+
+void DaemonProcess::signal(int sig) {
+  if (running()) ::kill(pid_, sig);
+}
+
+std::optional<int> DaemonProcess::wait_exit(std::chrono::milliseconds timeout) {
+  eventually([&] { return poll_exit().has_value(); }, timeout);
+  return poll_exit();
+}
+
+std::optional<int> DaemonProcess::stop(int sig, std::chrono::milliseconds timeout) {
+  signal(sig);
+  return wait_exit(timeout);
+}
+
+std::string DaemonProcess::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace rlimit::testing
