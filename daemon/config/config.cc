@@ -1,1 +1,832 @@
-// placeholder
+// The TOML loader: walks the parsed document once, checks every key against
+// the schema in docs/configuration.md, and reports every problem it finds with
+// its position rather than stopping at the first, so one edit-reload cycle can
+// fix them all.
+#include "config/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "core/duration.h"
+#include "core/glob.h"
+#include "core/rule.h"
+#include "core/token_bucket.h"
+
+namespace rlimit::config {
+namespace {
+
+constexpr std::string_view kBuiltInSource = "<built-in>";
+
+// Bounds of the schema. Each is documented in docs/configuration.md.
+constexpr std::size_t kMaxRuleNameBytes = 128;
+// sockaddr_un::sun_path holds 108 bytes on Linux, including the final NUL.
+constexpr std::size_t kMaxSocketPathBytes = 107;
+constexpr std::uint32_t kMaxSocketMode = 0777;
+// A config file is read whole into memory; anything larger is a mistake.
+constexpr std::size_t kMaxConfigFileBytes = std::size_t{64} << 20;
+// Values echoed in messages are cut so a runaway string cannot flood a log.
+constexpr std::size_t kMaxQuotedBytes = 64;
+
+struct IntRange {
+  std::int64_t min;
+  std::int64_t max;
+};
+constexpr IntRange kMaxFrameBytesRange{64, 16 * 1024 * 1024};
+constexpr IntRange kMaxChecksPerFrameRange{1, 65'536};
+constexpr IntRange kMaxConnectionsRange{1, 1'000'000};
+constexpr IntRange kMaxKeysRange{1, 1'000'000'000};
+constexpr IntRange kSweepBatchRange{1, 10'000'000};
+constexpr IntRange kMaxRulesRange{1, 1'000'000};
+constexpr IntRange kTokensRange{0, core::kMaxTokens};
+constexpr IntRange kMultiplierRange{1, core::kMaxTokens};
+constexpr std::int64_t kDefaultMaxRules = 10'000;
+// The limiter tags a bucket with its override's index in one byte (0 = none).
+constexpr std::size_t kMaxOverridesPerRule = 255;
+
+constexpr std::string_view kTopLevelKeys[] = {"daemon", "rule", "exempt"};
+constexpr std::string_view kDaemonKeys[] = {
+    "node_id",         "socket",          "socket_mode",
+    "log_level",       "max_frame_bytes", "max_checks_per_frame",
+    "max_connections", "max_keys",        "key_table_full",
+    "inline_limits",   "sweep_interval",  "sweep_batch",
+    "shutdown_grace",  "max_rules"};
+constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
+                                          "burst", "algorithm", "override"};
+constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
+constexpr std::string_view kExemptKeys[] = {"match", "rules"};
+constexpr std::string_view kMatcherKeys[] = {"equals", "prefix", "glob", "each"};
+constexpr std::string_view kTokenBucketName = "token_bucket";
+constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
+                                           "error", "critical", "off"};
+
+// `"text"` with quotes, backslashes and control bytes escaped, cut at
+// kMaxQuotedBytes.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  const std::size_t shown = std::min(text.size(), kMaxQuotedBytes);
+  for (std::size_t i = 0; i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (shown < text.size()) out += "...";
+  out += '"';
+  return out;
+}
+
+// How a descriptor key reads inside a dotted path: bare when TOML would allow
+// it bare, quoted otherwise.
+std::string key_in_path(std::string_view key) {
+  const bool bare = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  return bare ? std::string(key) : quote(key);
+}
+
+const char* type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+template <typename T>
+constexpr const char* wanted_name() {
+  if constexpr (std::is_same_v<T, toml::table>)
+    return "a table";
+  else if constexpr (std::is_same_v<T, toml::array>)
+    return "an array";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "an integer";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "a boolean";
+  else
+    static_assert(sizeof(T) == 0, "unsupported type");
+}
+
+// What toml::node::as<T>() gives: `const toml::value<T>*` for values, `const
+// toml::table*` and `const toml::array*` for containers.
+template <typename T>
+using TypedNode = decltype(std::declval<const toml::node&>().template as<T>());
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean "limit"?)" for a near miss, else the list of valid keys.
+std::string unknown_key_hint(std::string_view key, std::span<const std::string_view> allowed) {
+  std::string_view best;
+  std::size_t best_distance = 3;  // farther than 2 edits is not a typo
+  for (std::string_view candidate : allowed) {
+    const std::size_t d = edit_distance(key, candidate);
+    if (d < best_distance && d < candidate.size()) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  if (!best.empty()) return " (did you mean " + quote(best) + "?)";
+  std::string list = " (expected one of: ";
+  for (std::size_t i = 0; i < allowed.size(); ++i) {
+    if (i > 0) list += ", ";
+    list += allowed[i];
+  }
+  return list + ")";
+}
+
+bool valid_rule_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxRuleNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
+  });
+}
+
+// "0660" or "660": 3 or 4 octal digits, at most 0777.
+std::optional<std::uint32_t> parse_socket_mode(std::string_view text) {
+  if (text.size() < 3 || text.size() > 4) return std::nullopt;
+  std::uint32_t mode = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<std::uint32_t>(c - '0');
+  }
+  if (mode > kMaxSocketMode) return std::nullopt;
+  return mode;
+}
+
+// Walks one parsed document. Every check that fails records an error and
+// carries on, so one pass finds all problems; a value is produced only from
+// parts that passed.
+class Loader {
+ public:
+  explicit Loader(std::string_view file) : file_(file) {}
+
+  LoadResult load(const toml::table& root) {
+    LoadResult result;
+    Config& config = result.config;
+    config.source = file_;
+    check_keys(root, kTopLevelKeys, "top level: ");
+
+    std::optional<std::int64_t> max_rules = kDefaultMaxRules;
+    if (const toml::node* node = root.get("daemon")) {
+      if (const toml::table* daemon = expect<toml::table>(*node, "daemon", " ([daemon])")) {
+        read_daemon(*daemon, config.daemon, max_rules);
+      }
+    }
+    max_descriptors_per_check_ = config.daemon.limiter.max_descriptors_per_check;
+    if (const toml::node* node = root.get("rule")) {
+      read_rules(*node, max_rules, config.rules.rules);
+    }
+    if (const toml::node* node = root.get("exempt")) {
+      read_exemptions(*node, config.rules.exemptions);
+    }
+
+    // Checks run key by key and toml++ keeps tables sorted by key, so put the
+    // messages back in the order a reader of the file meets them.
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const ConfigError& a, const ConfigError& b) {
+                       return std::pair(a.line, a.column) < std::pair(b.line, b.column);
+                     });
+    result.errors = std::move(errors_);
+    if (!result.errors.empty()) {
+      // A half-built config must not be mistaken for a usable one.
+      result.config = Config{};
+      result.config.source = file_;
+    }
+    return result;
+  }
+
+ private:
+  void error(const toml::source_position& at, std::string message) {
+    errors_.push_back(ConfigError{file_, at.line, at.column, std::move(message)});
+  }
+  void error(const toml::node& at, std::string message) {
+    error(at.source().begin, std::move(message));
+  }
+
+  core::SourceLocation where(const toml::node& node) const {
+    return core::SourceLocation{file_, node.source().begin.line, node.source().begin.column};
+  }
+
+  // `node` as T, or nullptr after reporting "<what> must be <T>, not <type>".
+  template <typename T>
+  TypedNode<T> expect(const toml::node& node, const std::string& what,
+                      std::string_view example = {}) {
+    const auto* typed = node.as<T>();
+    if (typed == nullptr) {
+      error(node, what + " must be " + wanted_name<T>() + std::string(example) + ", not " +
+                      type_name(node));
+    }
+    return typed;
+  }
+
+  void check_keys(const toml::table& table, std::span<const std::string_view> allowed,
+                  const std::string& prefix) {
+    for (auto&& [key, node] : table) {
+      if (std::find(allowed.begin(), allowed.end(), key.str()) != allowed.end()) continue;
+      error(key.source().begin,
+            prefix + "unknown key " + quote(key.str()) + unknown_key_hint(key.str(), allowed));
+    }
+  }
+
+  const toml::node* required(const toml::table& table, std::string_view key,
+                             const std::string& prefix) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) {
+      error(table, prefix + "missing required key " + quote(key));
+    }
+    return node;
+  }
+
+  std::optional<std::int64_t> read_integer(const toml::node& node, const std::string& what,
+                                           IntRange range) {
+    const auto* value = expect<std::int64_t>(node, what);
+    if (value == nullptr) return std::nullopt;
+    const std::int64_t n = value->get();
+    if (n >= range.min && n <= range.max) return n;
+    const std::string shown = what + " " + std::to_string(n) + ": ";
+    if (range.min == 0 && n < 0) {
+      error(node, shown + "must not be negative");
+    } else if (n < range.min) {
+      error(node, shown + "must be at least " + std::to_string(range.min));
+    } else {
+      error(node, shown + "must be at most " + std::to_string(range.max));
+    }
+    return std::nullopt;
+  }
+
+  // A duration string of at least `min_us`, at most core::kMaxPeriodUs.
+  std::optional<std::int64_t> read_duration(const toml::node& node, const std::string& what,
+                                            std::int64_t min_us) {
+    const auto* value = expect<std::string>(node, what, " such as \"1s\"");
+    if (value == nullptr) return std::nullopt;
+    const std::string& text = value->get();
+    const std::string shown = what + " " + quote(text) + ": ";
+    const core::DurationParse parsed = core::parse_duration(text);
+    if (!parsed.us) {
+      error(node, shown + (parsed.error.empty() ? "not a duration" : parsed.error));
+      return std::nullopt;
+    }
+    const std::int64_t us = *parsed.us;
+    if (us < min_us) {
+      error(node, shown + (min_us == 1 ? "must be greater than zero" : "must not be negative"));
+      return std::nullopt;
+    }
+    if (us > core::kMaxPeriodUs) {
+      constexpr std::int64_t kUsPerDay = std::int64_t{86'400} * 1'000'000;
+      error(node,
+            shown + "must be at most " + std::to_string(core::kMaxPeriodUs / kUsPerDay) + "d");
+      return std::nullopt;
+    }
+    return us;
+  }
+
+  // One of `allowed`, or nullopt after reporting the choices.
+  std::optional<std::string> read_choice(const toml::node& node, const std::string& what,
+                                         std::span<const std::string_view> allowed) {
+    const auto* value = expect<std::string>(node, what);
+    if (value == nullptr) return std::nullopt;
+    const std::string& text = value->get();
+    if (std::find(allowed.begin(), allowed.end(), text) != allowed.end()) return text;
+    std::string list;
+    for (std::size_t i = 0; i < allowed.size(); ++i) {
+      list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ");
+      list += allowed[i];
+    }
+    error(node, what + " " + quote(text) + ": must be " + list);
+    return std::nullopt;
+  }
+
+  // ----- [daemon] ---------------------------------------------------------
+
+  // Fills `out` from `daemon`; `max_rules` becomes nullopt if its value is bad
+  // (the rule count is then not checked: one error is enough).
+  void read_daemon(const toml::table& daemon, DaemonSettings& out,
+                   std::optional<std::int64_t>& max_rules) {
+    const std::string prefix = "daemon: ";
+    check_keys(daemon, kDaemonKeys, prefix);
+    auto what = [&](std::string_view key) { return prefix + std::string(key); };
+
+    if (const toml::node* node = daemon.get("node_id")) {
+      if (const auto* v = expect<std::string>(*node, what("node_id"))) out.node_id = v->get();
+    }
+    if (const toml::node* node = daemon.get("socket")) {
+      if (const auto* v = expect<std::string>(*node, what("socket"))) {
+        const std::string& path = v->get();
+        if (path.find('\0') != std::string::npos) {
+          error(*node, what("socket") + " " + quote(path) + ": must not contain a NUL byte");
+        } else if (path.size() > kMaxSocketPathBytes) {
+          error(*node, what("socket") + " " + quote(path) + ": longer than " +
+                           std::to_string(kMaxSocketPathBytes) +
+                           " bytes, the most a Unix socket address holds");
+        } else {
+          out.socket_path = path;
+        }
+      }
+    }
+    if (const toml::node* node = daemon.get("socket_mode")) {
+      // A bare integer would be read as decimal (660 is not 0660), so only the
+      // unambiguous octal string is accepted.
+      if (const auto* v = expect<std::string>(*node, what("socket_mode"),
+                                              " of octal digits such as \"0660\"")) {
+        if (const auto mode = parse_socket_mode(v->get())) {
+          out.socket_mode = *mode;
+        } else {
+          error(*node, what("socket_mode") + " " + quote(v->get()) +
+                           ": must be 3 or 4 octal digits, at most 0777");
+        }
+      }
+    }
+    if (const toml::node* node = daemon.get("log_level")) {
+      if (auto level = read_choice(*node, what("log_level"), kLogLevels)) {
+        out.log_level = std::move(*level);
+      }
+    }
+    read_uint32(daemon, "max_frame_bytes", prefix, kMaxFrameBytesRange, out.max_frame_bytes);
+    read_uint32(daemon, "max_checks_per_frame", prefix, kMaxChecksPerFrameRange,
+                out.max_checks_per_frame);
+    read_uint32(daemon, "max_connections", prefix, kMaxConnectionsRange, out.max_connections);
+    if (const toml::node* node = daemon.get("max_keys")) {
+      if (auto n = read_integer(*node, what("max_keys"), kMaxKeysRange)) {
+        out.limiter.max_keys = static_cast<std::size_t>(*n);
+      }
+    }
+    if (const toml::node* node = daemon.get("key_table_full")) {
+      static constexpr std::string_view kPolicies[] = {"allow", "deny"};
+      if (auto policy = read_choice(*node, what("key_table_full"), kPolicies)) {
+        out.limiter.key_table_full =
+            *policy == "deny" ? core::KeyTableFullPolicy::kDeny : core::KeyTableFullPolicy::kAllow;
+      }
+    }
+    if (const toml::node* node = daemon.get("inline_limits")) {
+      if (const auto* v = expect<bool>(*node, what("inline_limits"))) {
+        out.limiter.allow_inline_limits = v->get();
+      }
+    }
+    if (const toml::node* node = daemon.get("sweep_interval")) {
+      if (auto us = read_duration(*node, what("sweep_interval"), 1)) out.sweep_interval_us = *us;
+    }
+    read_uint32(daemon, "sweep_batch", prefix, kSweepBatchRange, out.sweep_batch);
+    if (const toml::node* node = daemon.get("shutdown_grace")) {
+      if (auto us = read_duration(*node, what("shutdown_grace"), 0)) out.shutdown_grace_us = *us;
+    }
+    if (const toml::node* node = daemon.get("max_rules")) {
+      max_rules = read_integer(*node, what("max_rules"), kMaxRulesRange);
+    }
+  }
+
+  void read_uint32(const toml::table& table, std::string_view key, const std::string& prefix,
+                   IntRange range, std::uint32_t& out) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return;
+    if (auto n = read_integer(*node, prefix + std::string(key), range)) {
+      out = static_cast<std::uint32_t>(*n);
+    }
+  }
+
+  // ----- matchers ---------------------------------------------------------
+
+  // A `match` table: descriptor key -> matcher, sorted by key.
+  std::optional<std::vector<core::DescriptorMatch>> read_match(const toml::node& node,
+                                                               const std::string& what,
+                                                               bool allow_empty) {
+    const auto* table = expect<toml::table>(node, what, " such as { user = \"alice\" }");
+    if (table == nullptr) return std::nullopt;
+    if (!allow_empty && table->empty()) {
+      error(node, what + " must not be empty");
+      return std::nullopt;
+    }
+    std::vector<core::DescriptorMatch> matches;
+    bool ok = true;
+    for (auto&& [key, value] : *table) {
+      if (key.str().empty()) {
+        error(key.source().begin, what + ": a descriptor key must not be empty");
+        ok = false;
+        continue;
+      }
+      auto matcher = read_value_matcher(value, what + "." + key_in_path(key.str()));
+      if (!matcher) {
+        ok = false;
+        continue;
+      }
+      matches.push_back(core::DescriptorMatch{std::string(key.str()), std::move(*matcher)});
+    }
+    if (!ok) return std::nullopt;
+    std::sort(matches.begin(), matches.end(),
+              [](const core::DescriptorMatch& a, const core::DescriptorMatch& b) {
+                return a.key < b.key;
+              });
+    return matches;
+  }
+
+  std::optional<core::ValueMatcher> read_value_matcher(const toml::node& node,
+                                                       const std::string& what) {
+    core::ValueMatcher matcher;
+    if (const auto* exact = node.as<std::string>()) {
+      matcher.kind = core::ValueMatchKind::kExact;
+      matcher.pattern = exact->get();
+      return matcher;
+    }
+    const auto* table = node.as<toml::table>();
+    if (table == nullptr) {
+      error(node, what + " must be a string or a table such as { prefix = \"/api/\" }, not " +
+                      std::string(type_name(node)));
+      return std::nullopt;
+    }
+    const std::size_t errors_before = errors_.size();
+    check_keys(*table, kMatcherKeys, what + ": ");
+
+    int patterns = 0;
+    for (std::string_view key : {"equals", "prefix", "glob"}) {
+      const toml::node* pattern_node = table->get(key);
+      if (pattern_node == nullptr) continue;
+      ++patterns;
+      const auto* pattern = expect<std::string>(*pattern_node, what + "." + std::string(key));
+      if (pattern == nullptr) continue;
+      matcher.pattern = pattern->get();
+      if (key == "equals") {
+        matcher.kind = core::ValueMatchKind::kExact;
+      } else if (key == "prefix") {
+        matcher.kind = core::ValueMatchKind::kPrefix;
+      } else {
+        matcher.kind = core::ValueMatchKind::kGlob;
+        std::string glob_error;
+        matcher.glob = core::Glob::compile(matcher.pattern, &glob_error);
+        if (!matcher.glob) {
+          // The glob's message already quotes the pattern.
+          error(*pattern_node,
+                what + ": " +
+                    (glob_error.empty() ? "invalid glob " + quote(matcher.pattern) : glob_error));
+        }
+      }
+    }
+    if (patterns > 1) {
+      error(node, what + ": use only one of equals, prefix or glob");
+    }
+    if (const toml::node* each = table->get("each")) {
+      if (const auto* flag = expect<bool>(*each, what + ".each")) matcher.each = flag->get();
+    }
+    if (errors_.size() != errors_before) return std::nullopt;
+    return matcher;
+  }
+
+  // A match needing more descriptors than one check may carry would never
+  // match: that is a mistake in the file, not a rule to keep.
+  void check_matchable(const toml::node& node, const std::string& what,
+                       const std::vector<core::DescriptorMatch>& match) {
+    if (match.size() > max_descriptors_per_check_) {
+      error(node, what + " names " + std::to_string(match.size()) +
+                      " descriptors, but a check carries at most " +
+                      std::to_string(max_descriptors_per_check_));
+    }
+  }
+
+  // ----- [[rule]] ---------------------------------------------------------
+
+  void read_rules(const toml::node& node, const std::optional<std::int64_t>& max_rules,
+                  std::vector<core::Rule>& out) {
+    const auto* rules = expect<toml::array>(node, "rule", " of tables ([[rule]])");
+    if (rules == nullptr) return;
+    if (max_rules && rules->size() > static_cast<std::size_t>(*max_rules)) {
+      // Pointing at the first rule past the limit shows where the cut falls.
+      error((*rules)[static_cast<std::size_t>(*max_rules)],
+            "too many rules: " + std::to_string(rules->size()) +
+                " [[rule]] entries, but daemon.max_rules is " + std::to_string(*max_rules));
+    }
+    for (std::size_t i = 0; i < rules->size(); ++i) {
+      const toml::node& entry = (*rules)[i];
+      const std::string label = "rule #" + std::to_string(i + 1);
+      const auto* table = expect<toml::table>(entry, label, " ([[rule]])");
+      if (table == nullptr) continue;
+      if (auto rule = read_rule(*table, label)) {
+        out.push_back(std::move(*rule));
+      }
+    }
+  }
+
+  std::optional<core::Rule> read_rule(const toml::table& table, const std::string& label) {
+    const std::size_t errors_before = errors_.size();
+    core::Rule rule;
+    rule.where = where(table);
+
+    // Messages name the rule once its name is known to be a string.
+    std::string prefix = label + ": ";
+    if (const toml::node* name_node = required(table, "name", prefix)) {
+      if (const auto* name = expect<std::string>(*name_node, prefix + "name")) {
+        rule.name = name->get();
+        prefix = "rule " + quote(rule.name) + ": ";
+        if (!valid_rule_name(rule.name)) {
+          error(*name_node, "rule name " + quote(rule.name) + ": must be 1 to " +
+                                std::to_string(kMaxRuleNameBytes) +
+                                " characters from A-Z a-z 0-9 _ . : -");
+        } else if (auto it = rule_names_.find(rule.name); it != rule_names_.end()) {
+          error(*name_node, prefix + "duplicate rule name (first defined at line " +
+                                std::to_string(it->second) + ")");
+        } else {
+          rule_names_.emplace(rule.name, table.source().begin.line);
+        }
+      }
+    }
+    check_keys(table, kRuleKeys, prefix);
+
+    if (const toml::node* node = required(table, "match", prefix)) {
+      if (auto match = read_match(*node, prefix + "match", /*allow_empty=*/true)) {
+        rule.match = std::move(*match);
+        check_matchable(*node, prefix + "match", rule.match);
+      }
+    }
+    std::optional<std::int64_t> limit;
+    std::optional<std::int64_t> period_us;
+    std::optional<std::int64_t> burst;
+    if (const toml::node* node = required(table, "limit", prefix)) {
+      limit = read_integer(*node, prefix + "limit", kTokensRange);
+    }
+    if (const toml::node* node = required(table, "period", prefix)) {
+      period_us = read_duration(*node, prefix + "period", 1);
+    }
+    const toml::node* burst_node = table.get("burst");
+    if (burst_node != nullptr) {
+      burst = read_integer(*burst_node, prefix + "burst", kTokensRange);
+    } else {
+      burst = limit;
+    }
+    if (const toml::node* node = table.get("algorithm")) {
+      if (const auto* name = expect<std::string>(*node, prefix + "algorithm")) {
+        if (name->get() == kTokenBucketName) {
+          rule.algorithm = core::Algorithm::kTokenBucket;
+        } else {
+          error(*node,
+                prefix + "unknown algorithm " + quote(name->get()) + " (supported: token_bucket)");
+        }
+      }
+    }
+
+    std::optional<core::BucketParams> params;
+    if (limit && period_us && burst) {
+      params = core::BucketParams{*limit, *period_us, *burst};
+      rule.params = *params;
+    }
+    if (const toml::node* node = table.get("override")) {
+      const auto* overrides =
+          expect<toml::array>(*node, prefix + "override", " of tables ([[rule.override]])");
+      if (overrides != nullptr && overrides->size() > kMaxOverridesPerRule) {
+        error((*overrides)[kMaxOverridesPerRule],
+              prefix + "too many overrides: " + std::to_string(overrides->size()) + ", at most " +
+                  std::to_string(kMaxOverridesPerRule));
+      }
+      for (std::size_t i = 0; overrides != nullptr && i < overrides->size(); ++i) {
+        auto override_rule =
+            read_override((*overrides)[i], prefix + "override #" + std::to_string(i + 1), params,
+                          /*rule_sets_burst=*/burst_node != nullptr);
+        if (override_rule) rule.overrides.push_back(std::move(*override_rule));
+      }
+    }
+
+    if (errors_.size() != errors_before) return std::nullopt;
+    return rule;
+  }
+
+  // `base` is the rule's own parameters (nullopt if they were invalid: the
+  // override is then only checked, not built).
+  std::optional<core::Override> read_override(const toml::node& node, const std::string& label,
+                                              const std::optional<core::BucketParams>& base,
+                                              bool rule_sets_burst) {
+    const auto* table = expect<toml::table>(node, label, " ([[rule.override]])");
+    if (table == nullptr) return std::nullopt;
+    const std::size_t errors_before = errors_.size();
+    const std::string prefix = label + ": ";
+    check_keys(*table, kOverrideKeys, prefix);
+
+    core::Override result;
+    if (const toml::node* match_node = required(*table, "match", prefix)) {
+      if (auto match = read_match(*match_node, prefix + "match", /*allow_empty=*/false)) {
+        result.match = std::move(*match);
+        check_matchable(*match_node, prefix + "match", result.match);
+      }
+    }
+    const toml::node* multiplier_node = table->get("multiplier");
+    const toml::node* limit_node = table->get("limit");
+    const toml::node* period_node = table->get("period");
+    const toml::node* burst_node = table->get("burst");
+    std::optional<std::int64_t> multiplier;
+    std::optional<std::int64_t> limit;
+    std::optional<std::int64_t> period_us;
+    std::optional<std::int64_t> burst;
+    if (multiplier_node) {
+      multiplier = read_integer(*multiplier_node, prefix + "multiplier", kMultiplierRange);
+    }
+    if (limit_node) limit = read_integer(*limit_node, prefix + "limit", kTokensRange);
+    if (period_node) period_us = read_duration(*period_node, prefix + "period", 1);
+    if (burst_node) burst = read_integer(*burst_node, prefix + "burst", kTokensRange);
+
+    if (multiplier_node && (limit_node || burst_node)) {
+      error(*multiplier_node, prefix + "use either multiplier or limit/burst");
+    }
+    if (!multiplier_node && !limit_node && !period_node && !burst_node) {
+      // Identical parameters would only split the matching requests off into
+      // buckets of their own, which is never what such an entry means.
+      error(*table, prefix + "sets nothing: give multiplier, or limit, period and/or burst");
+    }
+    if (errors_.size() != errors_before || !base) return std::nullopt;
+
+    core::BucketParams& params = result.params;
+    params.period_us = period_us.value_or(base->period_us);
+    if (multiplier) {
+      const std::int64_t m = *multiplier;
+      if (base->limit > core::kMaxTokens / m || base->burst > core::kMaxTokens / m) {
+        error(*multiplier_node, prefix + "multiplier " + std::to_string(m) +
+                                    ": the scaled limit or burst exceeds " +
+                                    std::to_string(core::kMaxTokens));
+        return std::nullopt;
+      }
+      params.limit = base->limit * m;
+      params.burst = base->burst * m;
+    } else {
+      params.limit = limit.value_or(base->limit);
+      // Burst follows the rule's explicit burst; when the rule left burst at
+      // its default (= limit), the override's default is its own limit too.
+      params.burst = burst ? *burst : rule_sets_burst ? base->burst : params.limit;
+    }
+    return result;
+  }
+
+  // ----- [[exempt]] -------------------------------------------------------
+
+  void read_exemptions(const toml::node& node, std::vector<core::Exemption>& out) {
+    const auto* entries = expect<toml::array>(node, "exempt", " of tables ([[exempt]])");
+    if (entries == nullptr) return;
+    for (std::size_t i = 0; i < entries->size(); ++i) {
+      if (auto exemption = read_exemption((*entries)[i], "exempt #" + std::to_string(i + 1))) {
+        out.push_back(std::move(*exemption));
+      }
+    }
+  }
+
+  std::optional<core::Exemption> read_exemption(const toml::node& node, const std::string& label) {
+    const auto* table = expect<toml::table>(node, label, " ([[exempt]])");
+    if (table == nullptr) return std::nullopt;
+    const std::size_t errors_before = errors_.size();
+    const std::string prefix = label + ": ";
+    check_keys(*table, kExemptKeys, prefix);
+
+    core::Exemption exemption;
+    exemption.where = where(*table);
+    if (const toml::node* match_node = required(*table, "match", prefix)) {
+      if (auto match = read_match(*match_node, prefix + "match", /*allow_empty=*/false)) {
+        exemption.match = std::move(*match);
+        check_matchable(*match_node, prefix + "match", exemption.match);
+      }
+    }
+    if (const toml::node* rules_node = table->get("rules")) {
+      if (const auto* rules =
+              expect<toml::array>(*rules_node, prefix + "rules", " of rule names")) {
+        if (rules->empty()) {
+          // An empty list reading as "every rule" would invert its meaning.
+          error(*rules_node, prefix + "rules must not be empty (leave it out to skip every rule)");
+        }
+        for (const toml::node& element : *rules) {
+          const auto* name = expect<std::string>(element, prefix + "rules entry");
+          if (name == nullptr) continue;
+          if (!rule_names_.contains(name->get())) {
+            error(element, prefix + "unknown rule " + quote(name->get()));
+            continue;
+          }
+          exemption.rules.push_back(name->get());
+        }
+      }
+    }
+    if (errors_.size() != errors_before) return std::nullopt;
+    return exemption;
+  }
+
+  std::string file_;
+  std::vector<ConfigError> errors_;
+  std::size_t max_descriptors_per_check_ = core::LimiterOptions{}.max_descriptors_per_check;
+  // Every validly named rule -> the line it starts on, including rules with
+  // other errors: duplicates are caught, and an exemption naming a rule is not
+  // blamed for that rule's own problems.
+  std::map<std::string, std::uint32_t, std::less<>> rule_names_;
+};
+
+}  // namespace
+
+std::string ConfigError::to_string() const {
+  // Line 0 means the file as a whole (it could not be read).
+  if (line == 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+LoadResult load_config(std::string_view text, std::string_view file_name) {
+  toml::table root;
+  try {
+    root = toml::parse(text, file_name);
+  } catch (const toml::parse_error& e) {
+    LoadResult result;
+    result.config.source = std::string(file_name);
+    result.errors.push_back(ConfigError{std::string(file_name), e.source().begin.line,
+                                        e.source().begin.column,
+                                        "invalid TOML: " + std::string(e.description())});
+    return result;
+  }
+  return Loader(file_name).load(root);
+}
+
+LoadResult load_config_file(const std::string& path) {
+  auto fail = [&](std::string message) {
+    LoadResult result;
+    result.config.source = path;
+    result.errors.push_back(ConfigError{path, 0, 0, std::move(message)});
+    return result;
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                       &std::fclose);
+  if (!file) return fail(std::string("cannot open config file: ") + std::strerror(errno));
+  std::string text;
+  char buffer[64 * 1024];
+  for (;;) {
+    const std::size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
+    text.append(buffer, n);
+    if (text.size() > kMaxConfigFileBytes) {
+      return fail("config file is larger than " + std::to_string(kMaxConfigFileBytes >> 20) +
+                  " MiB");
+    }
+    if (n < sizeof buffer) break;
+  }
+  if (std::ferror(file.get())) {
+    return fail(std::string("cannot read config file: ") + std::strerror(errno));
+  }
+  return load_config(text, path);
+}
+
+Config default_config() {
+  Config config;
+  config.source = std::string(kBuiltInSource);
+  core::Rule rule;
+  rule.name = "per-user";
+  core::ValueMatcher each_user;
+  each_user.kind = core::ValueMatchKind::kAny;
+  each_user.each = true;
+  rule.match.push_back(core::DescriptorMatch{"user", std::move(each_user)});
+  rule.params = core::BucketParams{.limit = 10, .period_us = 1'000'000, .burst = 20};
+  rule.where = core::SourceLocation{std::string(kBuiltInSource), 0, 0};
+  config.rules.rules.push_back(std::move(rule));
+  return config;
+}
+
+}  // namespace rlimit::config

@@ -1,0 +1,895 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/limiter.h"
+#include "core/rule.h"
+#include "core/token_bucket.h"
+
+namespace rlimit::config {
+namespace {
+
+using core::ValueMatchKind;
+
+constexpr std::int64_t kSecondUs = 1'000'000;
+
+LoadResult load(std::string_view text) { return load_config(text, "test.toml"); }
+
+std::string all_errors(const LoadResult& result) {
+  std::string text;
+  for (const ConfigError& e : result.errors) text += "  " + e.to_string() + "\n";
+  return text;
+}
+
+// Succeeds when loading `text` gives exactly one error, at line:column, whose
+// message contains every one of `needles`.
+::testing::AssertionResult one_error(std::string_view text, std::uint32_t line,
+                                     std::uint32_t column,
+                                     std::initializer_list<std::string_view> needles) {
+  const LoadResult result = load(text);
+  if (result.errors.size() != 1) {
+    return ::testing::AssertionFailure()
+           << "expected 1 error, got " << result.errors.size() << ":\n"
+           << all_errors(result);
+  }
+  const ConfigError& e = result.errors[0];
+  if (e.file != "test.toml" || e.line != line || e.column != column) {
+    return ::testing::AssertionFailure() << "expected the error at test.toml:" << line << ":"
+                                         << column << ", got " << e.to_string();
+  }
+  for (std::string_view needle : needles) {
+    if (e.message.find(needle) == std::string::npos) {
+      return ::testing::AssertionFailure() << "message lacks '" << needle << "': " << e.to_string();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A rule that is valid on its own, to append after other text.
+constexpr std::string_view kValidRule = R"(
+[[rule]]
+name = "ok"
+match = {}
+limit = 1
+period = "1s"
+)";
+
+// A rule built around `body` lines (which follow the header at line 1).
+std::string rule_with(std::string_view body) { return "[[rule]]\n" + std::string(body); }
+
+const core::Rule& rule_named(const Config& config, std::string_view name) {
+  for (const core::Rule& rule : config.rules.rules) {
+    if (rule.name == name) return rule;
+  }
+  ADD_FAILURE() << "no rule " << name;
+  static const core::Rule kNone;
+  return kNone;
+}
+
+// ----- valid input ----------------------------------------------------------
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  const LoadResult result = load("");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const DaemonSettings& d = result.config.daemon;
+  const DaemonSettings defaults;
+  EXPECT_EQ(d.node_id, "");
+  EXPECT_EQ(d.socket_path, "");
+  EXPECT_EQ(d.socket_mode, 0660u);
+  EXPECT_EQ(d.log_level, "info");
+  EXPECT_EQ(d.max_frame_bytes, 65536u);
+  EXPECT_EQ(d.max_checks_per_frame, 1024u);
+  EXPECT_EQ(d.max_connections, 1024u);
+  EXPECT_EQ(d.sweep_interval_us, 100'000);
+  EXPECT_EQ(d.sweep_batch, 10'000u);
+  EXPECT_EQ(d.shutdown_grace_us, 2 * kSecondUs);
+  EXPECT_EQ(d.limiter.max_keys, defaults.limiter.max_keys);
+  EXPECT_EQ(d.limiter.key_table_full, core::KeyTableFullPolicy::kAllow);
+  EXPECT_TRUE(d.limiter.allow_inline_limits);
+  EXPECT_TRUE(result.config.rules.rules.empty());
+  EXPECT_TRUE(result.config.rules.exemptions.empty());
+  EXPECT_EQ(result.config.source, "test.toml");
+}
+
+TEST(ConfigTest, EmptyDaemonTableGivesDefaults) {
+  const LoadResult result = load("[daemon]\n");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  EXPECT_EQ(result.config.daemon.socket_mode, 0660u);
+  EXPECT_EQ(result.config.daemon.log_level, "info");
+}
+
+TEST(ConfigTest, EveryDaemonKey) {
+  const LoadResult result = load(R"([daemon]
+node_id = "web-7"
+socket = "/run/rlimit/rlimitd.sock"
+socket_mode = "600"
+log_level = "debug"
+max_frame_bytes = 16777216
+max_checks_per_frame = 1
+max_connections = 1000000
+max_keys = 1000000000
+key_table_full = "deny"
+inline_limits = false
+sweep_interval = "1s"
+sweep_batch = 500
+shutdown_grace = "0s"
+max_rules = 1
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const DaemonSettings& d = result.config.daemon;
+  EXPECT_EQ(d.node_id, "web-7");
+  EXPECT_EQ(d.socket_path, "/run/rlimit/rlimitd.sock");
+  EXPECT_EQ(d.socket_mode, 0600u);
+  EXPECT_EQ(d.log_level, "debug");
+  EXPECT_EQ(d.max_frame_bytes, 16777216u);
+  EXPECT_EQ(d.max_checks_per_frame, 1u);
+  EXPECT_EQ(d.max_connections, 1'000'000u);
+  EXPECT_EQ(d.limiter.max_keys, 1'000'000'000u);
+  EXPECT_EQ(d.limiter.key_table_full, core::KeyTableFullPolicy::kDeny);
+  EXPECT_FALSE(d.limiter.allow_inline_limits);
+  EXPECT_EQ(d.sweep_interval_us, kSecondUs);
+  EXPECT_EQ(d.sweep_batch, 500u);
+  EXPECT_EQ(d.shutdown_grace_us, 0);
+}
+
+TEST(ConfigTest, EveryLogLevelIsAccepted) {
+  for (std::string_view level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    const LoadResult result = load("[daemon]\nlog_level = \"" + std::string(level) + "\"\n");
+    ASSERT_TRUE(result.ok()) << level << "\n" << all_errors(result);
+    EXPECT_EQ(result.config.daemon.log_level, level);
+  }
+}
+
+TEST(ConfigTest, ExampleFileLoadsIntoTheExpectedStructures) {
+  const std::string path = std::string(RLIMIT_SOURCE_DIR) + "/config/rlimitd.toml";
+  const LoadResult result = load_config_file(path);
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const Config& config = result.config;
+  EXPECT_EQ(config.source, path);
+
+  const DaemonSettings& d = config.daemon;
+  EXPECT_EQ(d.node_id, "");
+  EXPECT_EQ(d.socket_path, "");
+  EXPECT_EQ(d.socket_mode, 0660u);
+  EXPECT_EQ(d.log_level, "info");
+  EXPECT_EQ(d.max_frame_bytes, 65536u);
+  EXPECT_EQ(d.max_checks_per_frame, 1024u);
+  EXPECT_EQ(d.max_connections, 1024u);
+  EXPECT_EQ(d.limiter.max_keys, 1'000'000u);
+  EXPECT_EQ(d.limiter.key_table_full, core::KeyTableFullPolicy::kAllow);
+  EXPECT_TRUE(d.limiter.allow_inline_limits);
+  EXPECT_EQ(d.sweep_interval_us, 100'000);
+  EXPECT_EQ(d.sweep_batch, 10'000u);
+  EXPECT_EQ(d.shutdown_grace_us, 2 * kSecondUs);
+
+  ASSERT_EQ(config.rules.rules.size(), 5u);
+  // File order is kept.
+  EXPECT_EQ(config.rules.rules[0].name, "per-user");
+  EXPECT_EQ(config.rules.rules[4].name, "login");
+
+  const core::Rule& per_user = rule_named(config, "per-user");
+  ASSERT_EQ(per_user.match.size(), 1u);
+  EXPECT_EQ(per_user.match[0].key, "user");
+  EXPECT_EQ(per_user.match[0].value.kind, ValueMatchKind::kAny);
+  EXPECT_TRUE(per_user.match[0].value.each);
+  EXPECT_EQ(per_user.params, (core::BucketParams{10, kSecondUs, 20}));
+  EXPECT_EQ(per_user.algorithm, core::Algorithm::kTokenBucket);
+  ASSERT_EQ(per_user.overrides.size(), 1u);
+  ASSERT_EQ(per_user.overrides[0].match.size(), 1u);
+  EXPECT_EQ(per_user.overrides[0].match[0].key, "tier");
+  EXPECT_EQ(per_user.overrides[0].match[0].value.kind, ValueMatchKind::kExact);
+  EXPECT_EQ(per_user.overrides[0].match[0].value.pattern, "premium");
+  EXPECT_FALSE(per_user.overrides[0].match[0].value.each);
+  EXPECT_EQ(per_user.overrides[0].params, (core::BucketParams{100, kSecondUs, 200}));
+  EXPECT_EQ(per_user.where.file, path);
+  EXPECT_GT(per_user.where.line, 0u);
+  EXPECT_EQ(per_user.where.column, 1u);
+
+  const core::Rule& daily = rule_named(config, "per-user-daily");
+  EXPECT_EQ(daily.params, (core::BucketParams{10'000, 86'400 * kSecondUs, 10'000}));
+  EXPECT_TRUE(daily.overrides.empty());
+
+  const core::Rule& per_ip = rule_named(config, "per-ip");
+  ASSERT_EQ(per_ip.match.size(), 1u);
+  EXPECT_EQ(per_ip.match[0].key, "ip");
+  EXPECT_TRUE(per_ip.match[0].value.each);
+  EXPECT_EQ(per_ip.params, (core::BucketParams{100, kSecondUs, 200}));
+
+  const core::Rule& search = rule_named(config, "search-global");
+  ASSERT_EQ(search.match.size(), 1u);
+  EXPECT_EQ(search.match[0].key, "path");
+  EXPECT_EQ(search.match[0].value.kind, ValueMatchKind::kPrefix);
+  EXPECT_EQ(search.match[0].value.pattern, "/api/search");
+  EXPECT_FALSE(search.match[0].value.each);
+  EXPECT_EQ(search.params, (core::BucketParams{500, kSecondUs, 500}));
+
+  const core::Rule& login = rule_named(config, "login");
+  ASSERT_EQ(login.match.size(), 2u);
+  EXPECT_EQ(login.match[0].key, "ip");  // sorted by key
+  EXPECT_EQ(login.match[0].value.kind, ValueMatchKind::kAny);
+  EXPECT_TRUE(login.match[0].value.each);
+  EXPECT_EQ(login.match[1].key, "path");
+  EXPECT_EQ(login.match[1].value.kind, ValueMatchKind::kGlob);
+  ASSERT_TRUE(login.match[1].value.glob.has_value());
+  EXPECT_TRUE(login.match[1].value.matches("/v1/web/login"));
+  EXPECT_FALSE(login.match[1].value.matches("/v1/web/logout"));
+  EXPECT_EQ(login.params, (core::BucketParams{5, 60 * kSecondUs, 5}));
+
+  ASSERT_EQ(config.rules.exemptions.size(), 2u);
+  const core::Exemption& health = config.rules.exemptions[0];
+  ASSERT_EQ(health.match.size(), 1u);
+  EXPECT_EQ(health.match[0].key, "user");
+  EXPECT_EQ(health.match[0].value.kind, ValueMatchKind::kExact);
+  EXPECT_EQ(health.match[0].value.pattern, "healthcheck");
+  EXPECT_TRUE(health.rules.empty());
+  EXPECT_GT(health.where.line, 0u);
+  const core::Exemption& internal = config.rules.exemptions[1];
+  ASSERT_EQ(internal.match.size(), 1u);
+  EXPECT_EQ(internal.match[0].value.kind, ValueMatchKind::kPrefix);
+  EXPECT_EQ(internal.rules, (std::vector<std::string>{"per-ip"}));
+}
+
+TEST(ConfigTest, RuleWhereIsTheRuleHeader) {
+  const LoadResult result = load(R"([daemon]
+log_level = "warn"
+
+[[rule]]
+name = "a"
+match = {}
+limit = 1
+period = "1s"
+
+[[exempt]]
+match = { user = "x" }
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const core::Rule& rule = result.config.rules.rules.at(0);
+  EXPECT_EQ(rule.where.file, "test.toml");
+  EXPECT_EQ(rule.where.line, 4u);
+  EXPECT_EQ(rule.where.column, 1u);
+  EXPECT_EQ(rule.where.to_string(), "test.toml:4:1");
+  const core::Exemption& exemption = result.config.rules.exemptions.at(0);
+  EXPECT_EQ(exemption.where.line, 10u);
+  EXPECT_EQ(exemption.where.column, 1u);
+}
+
+TEST(ConfigTest, BurstDefaultsToLimitAndAlgorithmToTokenBucket) {
+  const LoadResult result = load(R"([[rule]]
+name = "r"
+match = {}
+limit = 7
+period = "1s"
+algorithm = "token_bucket"
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const core::Rule& rule = result.config.rules.rules.at(0);
+  EXPECT_EQ(rule.params, (core::BucketParams{7, kSecondUs, 7}));
+  EXPECT_EQ(rule.algorithm, core::Algorithm::kTokenBucket);
+  EXPECT_TRUE(rule.match.empty());  // every request
+}
+
+TEST(ConfigTest, LimitAndBurstMayBeZeroOrTheMaximum) {
+  const LoadResult zero = load(rule_with("name = \"r\"\nmatch = {}\nlimit = 0\nperiod = \"1s\"\n"));
+  ASSERT_TRUE(zero.ok()) << all_errors(zero);
+  EXPECT_EQ(zero.config.rules.rules.at(0).params, (core::BucketParams{0, kSecondUs, 0}));
+
+  const std::string max = std::to_string(core::kMaxTokens);
+  const LoadResult big = load(rule_with("name = \"r\"\nmatch = {}\nlimit = " + max +
+                                        "\nburst = " + max + "\nperiod = \"1s\"\n"));
+  ASSERT_TRUE(big.ok()) << all_errors(big);
+  EXPECT_EQ(big.config.rules.rules.at(0).params.burst, core::kMaxTokens);
+}
+
+TEST(ConfigTest, Durations) {
+  struct Case {
+    std::string_view text;
+    std::int64_t us;
+  };
+  for (const Case& c :
+       {Case{"250ms", 250'000}, Case{"1s", kSecondUs}, Case{"30s", 30 * kSecondUs},
+        Case{"5m", 300 * kSecondUs}, Case{"1h", 3600 * kSecondUs}, Case{"1h30m", 5400 * kSecondUs},
+        Case{"1d", 86'400 * kSecondUs}, Case{"1us", 1}, Case{"36600d", core::kMaxPeriodUs}}) {
+    const LoadResult result = load(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"" +
+                                             std::string(c.text) + "\"\n"));
+    ASSERT_TRUE(result.ok()) << c.text << "\n" << all_errors(result);
+    EXPECT_EQ(result.config.rules.rules.at(0).params.period_us, c.us) << c.text;
+  }
+  const LoadResult daemon =
+      load("[daemon]\nsweep_interval = \"1m\"\nshutdown_grace = \"1500ms\"\n");
+  ASSERT_TRUE(daemon.ok()) << all_errors(daemon);
+  EXPECT_EQ(daemon.config.daemon.sweep_interval_us, 60 * kSecondUs);
+  EXPECT_EQ(daemon.config.daemon.shutdown_grace_us, 1'500'000);
+}
+
+TEST(ConfigTest, MatcherForms) {
+  // Keys in TOML order z, a, m, e, g, p; the result is sorted by key.
+  const LoadResult result = load(R"([[rule]]
+name = "r"
+match = { z = "exact", a = {}, m = { each = true }, e = { equals = "x", each = true }, g = { glob = "a*" }, p = { prefix = "/api/", each = false } }
+limit = 1
+period = "1s"
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const std::vector<core::DescriptorMatch>& match = result.config.rules.rules.at(0).match;
+  ASSERT_EQ(match.size(), 6u);
+  EXPECT_EQ(match[0].key, "a");
+  EXPECT_EQ(match[0].value.kind, ValueMatchKind::kAny);
+  EXPECT_FALSE(match[0].value.each);
+  EXPECT_EQ(match[1].key, "e");
+  EXPECT_EQ(match[1].value.kind, ValueMatchKind::kExact);
+  EXPECT_EQ(match[1].value.pattern, "x");
+  EXPECT_TRUE(match[1].value.each);
+  EXPECT_EQ(match[2].key, "g");
+  EXPECT_EQ(match[2].value.kind, ValueMatchKind::kGlob);
+  ASSERT_TRUE(match[2].value.glob.has_value());
+  EXPECT_EQ(match[2].value.glob->pattern(), "a*");
+  EXPECT_EQ(match[3].key, "m");
+  EXPECT_EQ(match[3].value.kind, ValueMatchKind::kAny);
+  EXPECT_TRUE(match[3].value.each);
+  EXPECT_EQ(match[4].key, "p");
+  EXPECT_EQ(match[4].value.kind, ValueMatchKind::kPrefix);
+  EXPECT_EQ(match[4].value.pattern, "/api/");
+  EXPECT_FALSE(match[4].value.each);
+  EXPECT_EQ(match[5].key, "z");
+  EXPECT_EQ(match[5].value.kind, ValueMatchKind::kExact);
+  EXPECT_EQ(match[5].value.pattern, "exact");
+  EXPECT_FALSE(match[5].value.each);
+}
+
+TEST(ConfigTest, MatchWrittenAsDottedKeysAndSubtables) {
+  const LoadResult result = load(R"([[rule]]
+name = "r"
+limit = 1
+period = "1s"
+match.user.each = true
+[rule.match.path]
+prefix = "/x"
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const std::vector<core::DescriptorMatch>& match = result.config.rules.rules.at(0).match;
+  ASSERT_EQ(match.size(), 2u);
+  EXPECT_EQ(match[0].key, "path");
+  EXPECT_EQ(match[0].value.kind, ValueMatchKind::kPrefix);
+  EXPECT_EQ(match[1].key, "user");
+  EXPECT_TRUE(match[1].value.each);
+}
+
+TEST(ConfigTest, Overrides) {
+  const LoadResult result = load(R"([[rule]]
+name = "r"
+match = { user = { each = true } }
+limit = 10
+period = "1s"
+burst = 20
+
+[[rule.override]]
+match = { tier = "gold" }
+multiplier = 3
+
+[[rule.override]]
+match = { tier = "silver" }
+limit = 15
+
+[[rule.override]]
+match = { tier = "bronze" }
+period = "1m"
+
+[[rule.override]]
+match = { tier = "iron" }
+multiplier = 2
+period = "2s"
+
+[[rule.override]]
+match = { tier = "wood", region = { prefix = "eu-" } }
+limit = 1
+period = "1h"
+burst = 5
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const core::Rule& rule = result.config.rules.rules.at(0);
+  ASSERT_EQ(rule.overrides.size(), 5u);
+  // File order is the order they are tried in.
+  EXPECT_EQ(rule.overrides[0].match.at(0).value.pattern, "gold");
+  EXPECT_EQ(rule.overrides[0].params, (core::BucketParams{30, kSecondUs, 60}));
+  // Unspecified values come from the rule, including its explicit burst.
+  EXPECT_EQ(rule.overrides[1].params, (core::BucketParams{15, kSecondUs, 20}));
+  EXPECT_EQ(rule.overrides[2].params, (core::BucketParams{10, 60 * kSecondUs, 20}));
+  EXPECT_EQ(rule.overrides[3].params, (core::BucketParams{20, 2 * kSecondUs, 40}));
+  EXPECT_EQ(rule.overrides[4].params, (core::BucketParams{1, 3600 * kSecondUs, 5}));
+  ASSERT_EQ(rule.overrides[4].match.size(), 2u);
+  EXPECT_EQ(rule.overrides[4].match[0].key, "region");
+  EXPECT_EQ(rule.overrides[4].match[1].key, "tier");
+}
+
+TEST(ConfigTest, OverrideBurstFollowsItsLimitWhenTheRuleLeftBurstDefault) {
+  const LoadResult result = load(R"([[rule]]
+name = "r"
+match = {}
+limit = 10
+period = "1s"
+[[rule.override]]
+match = { tier = "gold" }
+limit = 100
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  EXPECT_EQ(result.config.rules.rules.at(0).overrides.at(0).params,
+            (core::BucketParams{100, kSecondUs, 100}));
+}
+
+TEST(ConfigTest, Exemptions) {
+  const LoadResult result = load(R"([[rule]]
+name = "a"
+match = {}
+limit = 1
+period = "1s"
+[[rule]]
+name = "b"
+match = {}
+limit = 1
+period = "1s"
+
+[[exempt]]
+match = { user = "healthcheck" }
+
+[[exempt]]
+match = { ip = { prefix = "10." } }
+rules = ["b", "a"]
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  ASSERT_EQ(result.config.rules.exemptions.size(), 2u);
+  EXPECT_TRUE(result.config.rules.exemptions[0].rules.empty());
+  EXPECT_EQ(result.config.rules.exemptions[1].rules, (std::vector<std::string>{"b", "a"}));
+}
+
+TEST(ConfigTest, RuleNamesMayUseTheWholeAlphabet) {
+  const std::string name(128, 'x');
+  for (const std::string& ok : {std::string("a.b:c-d_E9"), name}) {
+    const LoadResult result = load(rule_with("name = \"" + ok +
+                                             "\"\nmatch = {}\nlimit = 1\n"
+                                             "period = \"1s\"\n"));
+    EXPECT_TRUE(result.ok()) << ok << "\n" << all_errors(result);
+  }
+}
+
+TEST(ConfigTest, DefaultConfig) {
+  const Config config = default_config();
+  EXPECT_EQ(config.source, "<built-in>");
+  const DaemonSettings defaults;
+  EXPECT_EQ(config.daemon.socket_mode, defaults.socket_mode);
+  EXPECT_EQ(config.daemon.max_frame_bytes, defaults.max_frame_bytes);
+  EXPECT_EQ(config.daemon.log_level, defaults.log_level);
+  ASSERT_EQ(config.rules.rules.size(), 1u);
+  const core::Rule& rule = config.rules.rules[0];
+  EXPECT_EQ(rule.name, "per-user");
+  EXPECT_EQ(rule.params, (core::BucketParams{10, kSecondUs, 20}));
+  EXPECT_EQ(rule.where.file, "<built-in>");
+  EXPECT_TRUE(config.rules.exemptions.empty());
+
+  // The same rule written in TOML is the same definition.
+  const LoadResult written = load(R"([[rule]]
+name = "per-user"
+match = { user = { each = true } }
+limit = 10
+period = "1s"
+burst = 20
+)");
+  ASSERT_TRUE(written.ok()) << all_errors(written);
+  EXPECT_TRUE(rule.same_definition(written.config.rules.rules.at(0)));
+}
+
+// ----- files and messages ---------------------------------------------------
+
+TEST(ConfigTest, MissingFileIsOneErrorNamingTheFile) {
+  const std::string path = "/nonexistent/rlimit/config.toml";
+  const LoadResult result = load_config_file(path);
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.errors[0].file, path);
+  EXPECT_EQ(result.errors[0].line, 0u);
+  EXPECT_NE(result.errors[0].to_string().find(path), std::string::npos);
+  EXPECT_NE(result.errors[0].message.find("No such file"), std::string::npos)
+      << result.errors[0].message;
+}
+
+TEST(ConfigTest, DirectoryIsNotAConfigFile) {
+  const LoadResult result = load_config_file(RLIMIT_SOURCE_DIR);
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_EQ(result.errors[0].file, RLIMIT_SOURCE_DIR);
+}
+
+TEST(ConfigTest, ErrorToString) {
+  const ConfigError located{"rlimitd.toml", 12, 9, "rule \"api\": bad"};
+  EXPECT_EQ(located.to_string(), "rlimitd.toml:12:9: rule \"api\": bad");
+  const ConfigError whole_file{"/etc/rlimitd.toml", 0, 0, "cannot open"};
+  EXPECT_EQ(whole_file.to_string(), "/etc/rlimitd.toml: cannot open");
+}
+
+TEST(ConfigTest, PeriodErrorReadsLikeTheExample) {
+  const LoadResult result = load(R"([[rule]]
+name = "api"
+match = {}
+limit = 1
+period = "5x"
+)");
+  ASSERT_EQ(result.errors.size(), 1u) << all_errors(result);
+  EXPECT_EQ(result.errors[0].to_string().rfind(
+                "test.toml:5:10: rule \"api\": period \"5x\": unknown unit \"x\"", 0),
+            0u)
+      << result.errors[0].to_string();
+}
+
+TEST(ConfigTest, AllErrorsAreReportedInFileOrder) {
+  const LoadResult result = load(R"([daemon]
+socket_mode = "999"
+log_level = "loud"
+
+[[rule]]
+name = "a"
+match = { zz = { bogus = 1 }, aa = 5 }
+limit = -1
+period = "0s"
+
+[[rule]]
+name = "a"
+match = {}
+limit = 1
+period = "1s"
+spare = true
+
+[[exempt]]
+match = { user = "x" }
+rules = ["nope"]
+)");
+  ASSERT_FALSE(result.ok());
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> positions;
+  for (const ConfigError& e : result.errors) positions.emplace_back(e.line, e.column);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> expected = {
+      {2, 15}, {3, 13}, {7, 18}, {7, 36}, {8, 9}, {9, 10}, {12, 8}, {16, 1}, {20, 10}};
+  EXPECT_EQ(positions, expected) << all_errors(result);
+  // A config with errors is not usable, and is not pretended to be.
+  EXPECT_TRUE(result.config.rules.rules.empty());
+}
+
+TEST(ConfigTest, ProblemsInOneRuleDoNotHideOthersOrBlameExemptions) {
+  // Rule "a" is broken but validly named: the exemption naming it is fine.
+  const LoadResult result = load(R"([[rule]]
+name = "a"
+match = {}
+limit = "x"
+period = "1s"
+[[exempt]]
+match = { user = "x" }
+rules = ["a"]
+)");
+  ASSERT_EQ(result.errors.size(), 1u) << all_errors(result);
+  EXPECT_EQ(result.errors[0].line, 4u);
+}
+
+// ----- each error case ------------------------------------------------------
+
+TEST(ConfigErrorTest, TomlSyntaxError) {
+  EXPECT_TRUE(one_error("[daemon]\nlog_level = \"info\nmax_keys = 5\n", 2, 18, {"invalid TOML"}));
+  EXPECT_TRUE(one_error("a = 1\na = 2\n", 2, 5, {"invalid TOML", "redefine"}));
+  // One error only, even when more problems follow.
+  EXPECT_TRUE(one_error("[[rule]\nname = 5\n", 1, 8, {"invalid TOML"}));
+}
+
+TEST(ConfigErrorTest, UnknownTopLevelKey) {
+  EXPECT_TRUE(one_error("rules = 1\n", 1, 1,
+                        {"top level", "unknown key \"rules\"", "did you mean \"rule\""}));
+  EXPECT_TRUE(one_error("[limits]\n", 1, 2, {"unknown key \"limits\"", "daemon, rule, exempt"}));
+}
+
+TEST(ConfigErrorTest, UnknownDaemonKey) {
+  EXPECT_TRUE(one_error("[daemon]\nsockt = \"/x\"\n", 2, 1,
+                        {"daemon: unknown key \"sockt\"", "did you mean \"socket\""}));
+}
+
+TEST(ConfigErrorTest, UnknownRuleKey) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "limt = 5\n"),
+                        6, 1, {"rule \"r\": unknown key \"limt\"", "did you mean \"limit\""}));
+}
+
+TEST(ConfigErrorTest, UnknownOverrideKey) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "[[rule.override]]\nmatch = { t = \"x\" }\nmultiplier = 2\n"
+                                  "factor = 3\n"),
+                        9, 1, {"rule \"r\": override #1: unknown key \"factor\""}));
+}
+
+TEST(ConfigErrorTest, UnknownExemptionKey) {
+  EXPECT_TRUE(one_error("[[exempt]]\nmatch = { user = \"x\" }\nrule = [\"r\"]\n", 3, 1,
+                        {"exempt #1: unknown key \"rule\"", "did you mean \"rules\""}));
+}
+
+TEST(ConfigErrorTest, UnknownMatcherKey) {
+  EXPECT_TRUE(one_error(
+      rule_with("name = \"r\"\nmatch = { path = { prefx = \"/a\" } }\n"
+                "limit = 1\nperiod = \"1s\"\n"),
+      3, 20, {"rule \"r\": match.path: unknown key \"prefx\"", "did you mean \"prefix\""}));
+}
+
+TEST(ConfigErrorTest, WrongTypes) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = \"10\"\nperiod = \"1s\"\n"), 4,
+                        9, {"rule \"r\": limit must be an integer, not a string"}));
+  EXPECT_TRUE(one_error(rule_with("name = 5\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"), 2, 8,
+                        {"rule #1: name must be a string, not an integer"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = \"x\"\nlimit = 1\nperiod = \"1s\"\n"), 3,
+                        9, {"rule \"r\": match must be a table", "not a string"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1.5\nperiod = \"1s\"\n"), 4, 9,
+                        {"limit must be an integer, not a float"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = 1\n"), 5, 10,
+                        {"period must be a string such as \"1s\", not an integer"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = { user = 5 }\nlimit = 1\n"
+                                  "period = \"1s\"\n"),
+                        3, 18, {"match.user must be a string or a table", "not an integer"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = { user = { each = \"yes\" } }\n"
+                                  "limit = 1\nperiod = \"1s\"\n"),
+                        3, 27, {"match.user.each must be a boolean, not a string"}));
+  EXPECT_TRUE(one_error("[daemon]\ninline_limits = 1\n", 2, 17,
+                        {"daemon: inline_limits must be a boolean"}));
+  EXPECT_TRUE(one_error("daemon = 1\n", 1, 10, {"daemon must be a table"}));
+  EXPECT_TRUE(one_error("[rule]\nname = \"r\"\n", 1, 1,
+                        {"rule must be an array of tables ([[rule]]), not a table"}));
+  EXPECT_TRUE(one_error("rule = [1]\n", 1, 9, {"rule #1 must be a table"}));
+  EXPECT_TRUE(
+      one_error("[exempt]\nmatch = { u = \"x\" }\n", 1, 1, {"exempt must be an array of tables"}));
+}
+
+TEST(ConfigErrorTest, MissingRequiredKeys) {
+  EXPECT_TRUE(one_error(rule_with("match = {}\nlimit = 1\nperiod = \"1s\"\n"), 1, 1,
+                        {"rule #1: missing required key \"name\""}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nperiod = \"1s\"\n"), 1, 1,
+                        {"rule \"r\": missing required key \"limit\""}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\n"), 1, 1,
+                        {"rule \"r\": missing required key \"period\""}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nlimit = 1\nperiod = \"1s\"\n"), 1, 1,
+                        {"rule \"r\": missing required key \"match\""}));
+  // The position is the header of the rule that lacks the key.
+  EXPECT_TRUE(one_error(std::string(kValidRule.substr(1)) + "\n[[rule]]\nname = \"b\"\n"
+                                                            "match = {}\nlimit = 1\n",
+                        7, 1, {"rule \"b\": missing required key \"period\""}));
+}
+
+TEST(ConfigErrorTest, LimitAndBurstRange) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = -1\nperiod = \"1s\"\n"), 4, 9,
+                        {"rule \"r\": limit -1: must not be negative"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = " +
+                                  std::to_string(core::kMaxTokens + 1) + "\nperiod = \"1s\"\n"),
+                        4, 9, {"limit", "must be at most " + std::to_string(core::kMaxTokens)}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nburst = -5\n"
+                                  "period = \"1s\"\n"),
+                        5, 9, {"rule \"r\": burst -5: must not be negative"}));
+}
+
+TEST(ConfigErrorTest, BadPeriods) {
+  struct Case {
+    std::string_view period;
+    std::string_view needle;
+  };
+  for (const Case& c :
+       {Case{"", "empty"}, Case{"5x", "unknown unit \"x\""}, Case{"10", "missing unit"},
+        Case{"0s", "must be greater than zero"}, Case{"36601d", "too large"},
+        Case{"99999999999999999999d", "too large"}, Case{"-1s", "period \"-1s\""}}) {
+    EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"" +
+                                    std::string(c.period) + "\"\n"),
+                          5, 10, {"rule \"r\": period \"", c.needle}))
+        << c.period;
+  }
+}
+
+TEST(ConfigErrorTest, DuplicateRuleName) {
+  const std::string text =
+      std::string(kValidRule.substr(1)) + "\n" + std::string(kValidRule.substr(1));
+  // The second rule starts on line 7; its name is on line 8.
+  EXPECT_TRUE(one_error(text, 8, 8, {"rule \"ok\": duplicate rule name", "line 1"}));
+}
+
+TEST(ConfigErrorTest, InvalidRuleName) {
+  for (const std::string& bad :
+       {std::string(""), std::string("has space"), std::string("a/b"), std::string(129, 'x')}) {
+    EXPECT_TRUE(one_error(rule_with("name = \"" + bad +
+                                    "\"\nmatch = {}\nlimit = 1\n"
+                                    "period = \"1s\"\n"),
+                          2, 8, {"rule name \"", "must be 1 to 128 characters"}))
+        << bad;
+  }
+}
+
+TEST(ConfigErrorTest, BadGlob) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = { path = { glob = \"/v1/[a\" } }\n"
+                                  "limit = 1\nperiod = \"1s\"\n"),
+                        3, 27, {"rule \"r\": match.path: ", "unclosed"}));
+}
+
+TEST(ConfigErrorTest, TwoPatternsInOneMatcher) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\n"
+                                  "match = { path = { prefix = \"/a\", glob = \"/a*\" } }\n"
+                                  "limit = 1\nperiod = \"1s\"\n"),
+                        3, 18, {"rule \"r\": match.path: use only one of equals, prefix or glob"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\n"
+                                  "match = { path = { prefix = \"/a\", equals = \"/a\" } }\n"
+                                  "limit = 1\nperiod = \"1s\"\n"),
+                        3, 18, {"use only one of"}));
+}
+
+TEST(ConfigErrorTest, EmptyDescriptorKey) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = { \"\" = \"x\" }\nlimit = 1\n"
+                                  "period = \"1s\"\n"),
+                        3, 11, {"descriptor key must not be empty"}));
+}
+
+TEST(ConfigErrorTest, UnknownAlgorithm) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "algorithm = \"leaky_bucket\"\n"),
+                        6, 13, {"rule \"r\": unknown algorithm \"leaky_bucket\"", "token_bucket"}));
+}
+
+TEST(ConfigErrorTest, BadSocketMode) {
+  for (std::string_view bad : {"999", "0800", "1777", "66", "07777", "rw", ""}) {
+    EXPECT_TRUE(one_error("[daemon]\nsocket_mode = \"" + std::string(bad) + "\"\n", 2, 15,
+                          {"daemon: socket_mode \"", "3 or 4 octal digits"}))
+        << bad;
+  }
+  // 660 as a TOML integer is decimal: refused rather than misread.
+  EXPECT_TRUE(one_error("[daemon]\nsocket_mode = 660\n", 2, 15,
+                        {"socket_mode must be a string of octal digits"}));
+}
+
+TEST(ConfigErrorTest, SocketPathTooLong) {
+  EXPECT_TRUE(one_error("[daemon]\nsocket = \"/" + std::string(107, 's') + "\"\n", 2, 10,
+                        {"daemon: socket", "longer than 107 bytes"}));
+}
+
+TEST(ConfigErrorTest, BadLogLevel) {
+  EXPECT_TRUE(one_error("[daemon]\nlog_level = \"verbose\"\n", 2, 13,
+                        {"daemon: log_level \"verbose\": must be trace, debug"}));
+  EXPECT_TRUE(one_error("[daemon]\nlog_level = \"INFO\"\n", 2, 13, {"log_level"}));
+}
+
+TEST(ConfigErrorTest, BadKeyTableFull) {
+  EXPECT_TRUE(one_error("[daemon]\nkey_table_full = \"drop\"\n", 2, 18,
+                        {"daemon: key_table_full \"drop\": must be allow or deny"}));
+}
+
+TEST(ConfigErrorTest, DaemonIntegersOutOfRange) {
+  struct Case {
+    std::string_view line;
+    std::string_view needle;
+  };
+  for (const Case& c : {
+           Case{"max_frame_bytes = 63", "max_frame_bytes 63: must be at least 64"},
+           Case{"max_frame_bytes = 16777217", "max_frame_bytes 16777217: must be at most 16777216"},
+           Case{"max_checks_per_frame = 0", "must be at least 1"},
+           Case{"max_checks_per_frame = 65537", "must be at most 65536"},
+           Case{"max_connections = 0", "must be at least 1"},
+           Case{"max_connections = 1000001", "must be at most 1000000"},
+           Case{"max_keys = 0", "max_keys 0: must be at least 1"},
+           Case{"max_keys = 1000000001", "must be at most 1000000000"},
+           Case{"sweep_batch = 0", "must be at least 1"},
+           Case{"sweep_batch = 10000001", "must be at most 10000000"},
+           Case{"max_rules = 0", "must be at least 1"},
+           Case{"max_rules = 1000001", "must be at most 1000000"},
+           Case{"max_keys = -1", "must be at least 1"},
+       }) {
+    const std::string text = "[daemon]\n" + std::string(c.line) + "\n";
+    const std::uint32_t column = static_cast<std::uint32_t>(c.line.find('=') + 3);
+    EXPECT_TRUE(one_error(text, 2, column, {"daemon: ", c.needle})) << c.line;
+  }
+}
+
+TEST(ConfigErrorTest, BadDaemonDurations) {
+  EXPECT_TRUE(one_error("[daemon]\nsweep_interval = \"0s\"\n", 2, 18,
+                        {"daemon: sweep_interval \"0s\": must be greater than zero"}));
+  EXPECT_TRUE(one_error("[daemon]\nshutdown_grace = \"2\"\n", 2, 18,
+                        {"daemon: shutdown_grace \"2\": missing unit"}));
+}
+
+TEST(ConfigErrorTest, ExemptionNamesUnknownRule) {
+  EXPECT_TRUE(one_error(std::string(kValidRule.substr(1)) +
+                            "[[exempt]]\nmatch = { user = \"x\" }\nrules = [\"ok\", \"nope\"]\n",
+                        8, 16, {"exempt #1: unknown rule \"nope\""}));
+}
+
+TEST(ConfigErrorTest, BadExemptions) {
+  EXPECT_TRUE(one_error("[[exempt]]\nmatch = {}\n", 2, 9, {"exempt #1: match must not be empty"}));
+  EXPECT_TRUE(one_error("[[exempt]]\n", 1, 1, {"exempt #1: missing required key \"match\""}));
+  EXPECT_TRUE(one_error(
+      std::string(kValidRule.substr(1)) + "[[exempt]]\nmatch = { u = \"x\" }\nrules = []\n", 8, 9,
+      {"rules must not be empty"}));
+  EXPECT_TRUE(one_error(
+      std::string(kValidRule.substr(1)) + "[[exempt]]\nmatch = { u = \"x\" }\nrules = [1]\n", 8, 10,
+      {"rules entry must be a string"}));
+}
+
+TEST(ConfigErrorTest, OverrideWithMultiplierAndLimit) {
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "[[rule.override]]\nmatch = { t = \"x\" }\nmultiplier = 2\n"
+                                  "limit = 5\n"),
+                        8, 14, {"rule \"r\": override #1: use either multiplier or limit/burst"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "[[rule.override]]\nmatch = { t = \"x\" }\nburst = 5\n"
+                                  "multiplier = 2\n"),
+                        9, 14, {"use either multiplier or limit/burst"}));
+}
+
+TEST(ConfigErrorTest, BadOverrides) {
+  const std::string head =
+      "name = \"r\"\nmatch = {}\nlimit = 10\nperiod = \"1s\"\n"
+      "[[rule.override]]\n";  // header on line 6
+  EXPECT_TRUE(one_error(rule_with(head + "multiplier = 2\n"), 6, 1,
+                        {"override #1: missing required key \"match\""}));
+  EXPECT_TRUE(one_error(rule_with(head + "match = {}\nmultiplier = 2\n"), 7, 9,
+                        {"override #1: match must not be empty"}));
+  EXPECT_TRUE(
+      one_error(rule_with(head + "match = { t = \"x\" }\n"), 6, 1, {"override #1: sets nothing"}));
+  EXPECT_TRUE(one_error(rule_with(head + "match = { t = \"x\" }\nmultiplier = 0\n"), 8, 14,
+                        {"multiplier 0: must be at least 1"}));
+  EXPECT_TRUE(one_error(rule_with(head + "match = { t = \"x\" }\nmultiplier = " +
+                                  std::to_string(core::kMaxTokens) + "\n"),
+                        8, 14, {"exceeds"}));
+  EXPECT_TRUE(one_error(rule_with(head + "match = { t = \"x\" }\nperiod = \"0s\"\n"), 8, 10,
+                        {"override #1: period \"0s\": must be greater than zero"}));
+  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                                  "override = 3\n"),
+                        6, 12, {"rule \"r\": override must be an array of tables"}));
+}
+
+TEST(ConfigErrorTest, TooManyRules) {
+  std::string text = "[daemon]\nmax_rules = 2\n";
+  for (int i = 0; i < 4; ++i) {
+    text +=
+        "[[rule]]\nname = \"r" + std::to_string(i) + "\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n";
+  }
+  // Rules start on lines 3, 8, 13, 18: the third one is the first too many.
+  EXPECT_TRUE(one_error(text, 13, 1, {"too many rules: 4", "max_rules is 2"}));
+  // Within the limit is fine.
+  text.replace(text.find("= 2"), 3, "= 4");
+  EXPECT_TRUE(load(text).ok());
+}
+
+TEST(ConfigErrorTest, TooManyOverrides) {
+  std::string text = rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n");
+  for (int i = 0; i < 256; ++i) {
+    text += "[[rule.override]]\nmatch = { t = \"" + std::to_string(i) + "\" }\nmultiplier = 2\n";
+  }
+  // Overrides start on line 6, three lines each: the 256th is on line 771.
+  EXPECT_TRUE(
+      one_error(text, 6 + 255 * 3, 1, {"rule \"r\": too many overrides: 256", "at most 255"}));
+}
+
+TEST(ConfigErrorTest, MatchThatNoCheckCanSatisfy) {
+  const std::size_t most = core::LimiterOptions{}.max_descriptors_per_check;
+  auto match_of = [](std::size_t keys) {
+    std::string match = "{ ";
+    for (std::size_t i = 0; i < keys; ++i) {
+      match += (i == 0 ? "k" : ", k") + std::to_string(i) + " = \"v\"";
+    }
+    return match + " }";
+  };
+  EXPECT_TRUE(
+      load(rule_with("name = \"r\"\nmatch = " + match_of(most) + "\nlimit = 1\nperiod = \"1s\"\n"))
+          .ok());
+  EXPECT_TRUE(one_error(
+      rule_with("name = \"r\"\nmatch = " + match_of(most + 1) + "\nlimit = 1\nperiod = \"1s\"\n"),
+      3, 9,
+      {"rule \"r\": match names " + std::to_string(most + 1) +
+       " descriptors, but a check carries at most"}));
+  EXPECT_TRUE(one_error("[[exempt]]\nmatch = " + match_of(most + 1) + "\n", 2, 9,
+                        {"exempt #1: match names"}));
+}
+
+TEST(ConfigErrorTest, LongValuesAreCutInMessages) {
+  const LoadResult result = load("[daemon]\nlog_level = \"" + std::string(10'000, 'v') + "\"\n");
+  ASSERT_EQ(result.errors.size(), 1u);
+  EXPECT_LT(result.errors[0].message.size(), 200u);
+  EXPECT_NE(result.errors[0].message.find("...\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlimit::config
