@@ -52,6 +52,7 @@ constexpr IntRange kMaxConnectionsRange{1, 1'000'000};
 constexpr IntRange kMaxKeysRange{1, 1'000'000'000};
 constexpr IntRange kSweepBatchRange{1, 10'000'000};
 constexpr IntRange kMaxRulesRange{1, 1'000'000};
+constexpr IntRange kMaxDescriptorsPerCheckRange{1, 1024};
 constexpr IntRange kTokensRange{0, core::kMaxTokens};
 constexpr IntRange kMultiplierRange{1, core::kMaxTokens};
 constexpr std::int64_t kDefaultMaxRules = 10'000;
@@ -64,7 +65,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
     "max_connections", "max_keys",        "key_table_full",
     "inline_limits",   "sweep_interval",  "sweep_batch",
-    "shutdown_grace",  "max_rules"};
+    "shutdown_grace",  "max_rules",       "max_descriptors_per_check"};
 constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
                                           "burst", "algorithm", "override"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
@@ -425,6 +426,11 @@ class Loader {
     read_uint32(daemon, "sweep_batch", prefix, kSweepBatchRange, out.sweep_batch);
     if (const toml::node* node = daemon.get("shutdown_grace")) {
       if (auto us = read_duration(*node, what("shutdown_grace"), 0)) out.shutdown_grace_us = *us;
+    }
+    if (const toml::node* node = daemon.get("max_descriptors_per_check")) {
+      if (auto n = read_integer(*node, what("max_descriptors_per_check"), kMaxDescriptorsPerCheckRange)) {
+        out.limiter.max_descriptors_per_check = static_cast<std::size_t>(*n);
+      }
     }
     if (const toml::node* node = daemon.get("max_rules")) {
       max_rules = read_integer(*node, what("max_rules"), kMaxRulesRange);
