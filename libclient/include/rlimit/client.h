@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,12 +50,12 @@ struct CheckRequest {
 enum class FailMode { kOpen, kClosed };
 
 enum class DecisionStatus {
-  kOk,           // decided by the daemon's rules (maybe none matched)
-  kExempt,       // an exemption matched; nothing charged
-  kInvalid,      // the daemon rejected the check; see `error`
-  kKeyTableFull, // the daemon could not track a new key; its policy decided
-  kUnavailable,  // no daemon answered (connect failed, timeout, closed); FailMode decided
-  kProtocolError,// the daemon answered with an error; FailMode decided
+  kOk,             // decided by the daemon's rules (maybe none matched)
+  kExempt,         // an exemption matched; nothing charged
+  kInvalid,        // the daemon rejected the check; see `error`
+  kKeyTableFull,   // the daemon could not track a new key; its policy decided
+  kUnavailable,    // no daemon answered (connect failed, timeout, closed); FailMode decided
+  kProtocolError,  // the daemon answered with an error; FailMode decided
 };
 // "ok", "exempt", "invalid", "key_table_full", "unavailable", "protocol_error".
 RLIMIT_API const char* to_string(DecisionStatus status);
@@ -101,11 +102,11 @@ struct DaemonStatus {
 };
 
 struct ClientOptions {
-  std::string socket_path;     // empty: the default ($XDG_RUNTIME_DIR or /tmp)/rlimitd.sock
+  std::string socket_path;       // empty: the default ($XDG_RUNTIME_DIR or /tmp)/rlimitd.sock
   std::uint32_t timeout_ms = 5;  // per call, connect included
   FailMode fail_mode = FailMode::kOpen;
-  std::uint32_t reconnect_backoff_min_ms = 10;   // after a failed connect
-  std::uint32_t reconnect_backoff_max_ms = 1000; // doubling up to this
+  std::uint32_t reconnect_backoff_min_ms = 10;    // after a failed connect
+  std::uint32_t reconnect_backoff_max_ms = 1000;  // doubling up to this
   std::uint32_t max_frame_bytes = 64 * 1024;
 };
 
@@ -120,6 +121,9 @@ class RLIMIT_API Client {
 
   // One synchronous check.
   Decision check(const std::vector<Descriptor>& descriptors, std::uint64_t cost = 1);
+  // For literals: check({{"user", "alice"}}) would otherwise be ambiguous with
+  // the CheckRequest overload (an aggregate whose first member is the list).
+  Decision check(std::initializer_list<Descriptor> descriptors, std::uint64_t cost = 1);
   Decision check(const CheckRequest& request);
 
   // Several checks in one frame, decided in order; one round trip.

@@ -1,0 +1,696 @@
+// rlimit::Client: blocking-free POSIX I/O on one AF_UNIX stream socket, with
+// poll() bounding every call by ClientOptions::timeout_ms. No Asio here: the
+// client must stay thin enough to embed anywhere.
+//
+// Invariants of Client::Impl:
+//  - `in_flight_` lists, oldest first, every request whose frame is in `out_`
+//    or already written on the current connection; the daemon answers frames
+//    in order, so the next reply must carry `in_flight_.front().id`.
+//  - Any I/O failure or protocol desync closes the socket and clears `in_`,
+//    `out_` and `in_flight_`, answering every unanswered ticket. A late reply
+//    dies with its socket, so it can never be taken for a later request's.
+//  - `tickets_` holds submitted checks in submission order until receive()
+//    returns them; a ticket is `ready` once answered (by the daemon or by a
+//    failure).
+#include "rlimit/client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <google/protobuf/arena.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "rlimit/v1/client.pb.h"
+#include "wire/frame.h"
+
+namespace rlimit {
+namespace {
+
+namespace pb = ::rlimit::v1;
+using Clock = std::chrono::steady_clock;
+
+// submit() sends once this much is queued, so pipelining needs no flush() to
+// make progress and the buffer stays bounded.
+constexpr std::size_t kAutoFlushBytes = 64 * 1024;
+constexpr std::size_t kReadChunkBytes = 16 * 1024;
+// Consumed input is dropped from the front of the buffer past this offset.
+constexpr std::size_t kCompactInputBytes = 64 * 1024;
+// The arena's first block is reused across calls, so a typical request or
+// response is built/parsed without touching the heap.
+constexpr std::size_t kArenaBlockBytes = 16 * 1024;
+
+DecisionStatus map_status(pb::CheckResult::Status status) {
+  switch (status) {
+    case pb::CheckResult::OK:
+      return DecisionStatus::kOk;
+    case pb::CheckResult::EXEMPT:
+      return DecisionStatus::kExempt;
+    case pb::CheckResult::INVALID:
+      return DecisionStatus::kInvalid;
+    case pb::CheckResult::KEY_TABLE_FULL:
+      return DecisionStatus::kKeyTableFull;
+    default:
+      // A status newer than this client: the daemon's `allowed` still holds.
+      return DecisionStatus::kOk;
+  }
+}
+
+void decode_result(const pb::CheckResult& result, Decision& out) {
+  out.allowed = result.allowed();
+  out.status = map_status(result.status());
+  out.error = result.error();
+  out.rules.resize(static_cast<std::size_t>(result.rules_size()));
+  for (int i = 0; i < result.rules_size(); ++i) {
+    const pb::RuleResult& r = result.rules(i);
+    RuleStatus& s = out.rules[static_cast<std::size_t>(i)];
+    s.name = r.name();
+    s.allowed = r.allowed();
+    s.limit = r.limit();
+    s.period_ms = r.period_ms();
+    s.burst = r.burst();
+    s.remaining = r.remaining();
+    s.retry_after_us = r.retry_after_us();
+    s.reset_after_us = r.reset_after_us();
+  }
+}
+
+std::string describe_error(const pb::Error& error) {
+  std::string text = "daemon error ";
+  const std::string& name = pb::Error::Code_Name(error.code());
+  // A code newer than this client has no name here.
+  text += name.empty() ? std::to_string(static_cast<int>(error.code())) : name;
+  if (!error.message().empty()) {
+    text += ": ";
+    text += error.message();
+  }
+  return text;
+}
+
+void fill_check(std::span<const Descriptor> descriptors, std::uint64_t cost,
+                const InlineLimit* inline_limit, pb::Check& check) {
+  for (const Descriptor& d : descriptors) {
+    pb::Descriptor* out = check.add_descriptors();
+    out->set_key(d.key);
+    out->set_value(d.value);
+  }
+  // Unset means 1 on the wire; leaving it out keeps the common frame small.
+  if (cost != 1) check.set_cost(cost);
+  if (inline_limit != nullptr) {
+    pb::InlineLimit* limit = check.mutable_inline_limit();
+    limit->set_key(inline_limit->key);
+    limit->set_limit(inline_limit->limit);
+    limit->set_period_ms(inline_limit->period_ms);
+    limit->set_burst(inline_limit->burst);
+  }
+}
+
+void fill_check(const CheckRequest& request, pb::Check& check) {
+  fill_check(request.descriptors, request.cost,
+             request.inline_limit ? &*request.inline_limit : nullptr, check);
+}
+
+std::string errno_text(const char* what, int err) {
+  std::string text = what;
+  text += ": ";
+  text += std::strerror(err);
+  return text;
+}
+
+}  // namespace
+
+const char* to_string(DecisionStatus status) {
+  switch (status) {
+    case DecisionStatus::kOk:
+      return "ok";
+    case DecisionStatus::kExempt:
+      return "exempt";
+    case DecisionStatus::kInvalid:
+      return "invalid";
+    case DecisionStatus::kKeyTableFull:
+      return "key_table_full";
+    case DecisionStatus::kUnavailable:
+      return "unavailable";
+    case DecisionStatus::kProtocolError:
+      return "protocol_error";
+  }
+  return "unknown";
+}
+
+std::int64_t Decision::retry_after_us() const {
+  if (allowed) return 0;
+  std::int64_t longest = 0;
+  for (const RuleStatus& rule : rules) {
+    if (rule.allowed) continue;
+    if (rule.retry_after_us < 0) return -1;
+    longest = std::max(longest, rule.retry_after_us);
+  }
+  return longest;
+}
+
+struct Client::Impl {
+  enum class Kind : std::uint8_t { kTicket, kSync };
+  struct InFlight {
+    std::uint64_t id;
+    Kind kind;
+  };
+  struct Ticket {
+    std::uint64_t id;
+    bool ready = false;
+    Decision decision;
+  };
+  struct Failure {
+    DecisionStatus status = DecisionStatus::kUnavailable;
+    std::string message;
+  };
+
+  explicit Impl(ClientOptions opts)
+      : options(std::move(opts)),
+        socket_path(options.socket_path.empty() ? wire::default_socket_path()
+                                                : options.socket_path),
+        arena_block(new char[kArenaBlockBytes]),
+        arena(make_arena_options(arena_block.get())),
+        backoff_ms(options.reconnect_backoff_min_ms) {
+    if (options.max_frame_bytes == 0) options.max_frame_bytes = wire::kDefaultMaxFrameBytes;
+    if (options.reconnect_backoff_max_ms < options.reconnect_backoff_min_ms) {
+      options.reconnect_backoff_max_ms = options.reconnect_backoff_min_ms;
+    }
+  }
+
+  ~Impl() { close_socket(); }
+
+  static google::protobuf::ArenaOptions make_arena_options(char* block) {
+    google::protobuf::ArenaOptions arena_options;
+    arena_options.initial_block = block;
+    arena_options.initial_block_size = kArenaBlockBytes;
+    return arena_options;
+  }
+
+  Decision fail_decision(DecisionStatus status, std::string message) const {
+    Decision decision;
+    decision.allowed = options.fail_mode == FailMode::kOpen;
+    decision.status = status;
+    decision.error = std::move(message);
+    return decision;
+  }
+
+  Clock::time_point deadline() const {
+    return Clock::now() + std::chrono::milliseconds(options.timeout_ms);
+  }
+
+  // ---- connection -------------------------------------------------------
+
+  void close_socket() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    in.clear();
+    in_offset = 0;
+    out.clear();
+    out_offset = 0;
+  }
+
+  // Closes the connection and answers every unanswered ticket, in order.
+  void fail_all(const Failure& failure) {
+    close_socket();
+    in_flight.clear();
+    for (Ticket& ticket : tickets) {
+      if (ticket.ready) continue;
+      ticket.ready = true;
+      ticket.decision = fail_decision(failure.status, failure.message);
+    }
+    ticket_hint = 0;
+  }
+
+  // An idle connection the daemon has closed (restart, idle timeout) shows
+  // EOF; dropping it here lets this call reconnect instead of failing.
+  void drop_if_stale() {
+    if (fd < 0 || !in_flight.empty() || in_offset < in.size()) return;
+    char byte;
+    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    // EOF, an error, or bytes nobody asked for: start afresh.
+    close_socket();
+  }
+
+  void note_connect_failure(Clock::time_point now) {
+    next_connect_at = now + std::chrono::milliseconds(backoff_ms);
+    const std::uint64_t doubled = std::uint64_t{backoff_ms} * 2;
+    backoff_ms = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(doubled, options.reconnect_backoff_max_ms));
+    if (backoff_ms == 0) backoff_ms = options.reconnect_backoff_min_ms;
+  }
+
+  bool connect_socket(Clock::time_point until, Failure& failure) {
+    const Clock::time_point now = Clock::now();
+    if (now < next_connect_at) {
+      failure = {DecisionStatus::kUnavailable,
+                 "daemon unreachable (" + last_connect_error + "); waiting to reconnect"};
+      return false;
+    }
+    const auto give_up = [&](std::string message) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      last_connect_error = message;
+      note_connect_failure(Clock::now());
+      failure = {DecisionStatus::kUnavailable, "connect " + socket_path + ": " + message};
+      return false;
+    };
+
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (socket_path.size() >= sizeof(addr.sun_path)) return give_up("socket path too long");
+    std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return give_up(std::strerror(errno));
+
+    for (;;) {
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) break;
+      const int err = errno;
+      if (err == EAGAIN) {
+        // The daemon's accept backlog is full; the attempt did not start.
+        // Retry briefly within this call's deadline.
+        if (Clock::now() >= until) return give_up("accept backlog full");
+        ::poll(nullptr, 0, 1);
+        continue;
+      }
+      if (err != EINPROGRESS && err != EINTR) return give_up(std::strerror(err));
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = poll_until(p, until);
+      if (ready <= 0) return give_up(ready == 0 ? "timed out" : std::strerror(errno));
+      int so_error = 0;
+      socklen_t len = sizeof(so_error);
+      if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+      if (so_error != 0) return give_up(std::strerror(so_error));
+      break;
+    }
+    backoff_ms = options.reconnect_backoff_min_ms;
+    next_connect_at = {};
+    return true;
+  }
+
+  // poll() on one fd until `until`; EINTR is retried. Returns poll's result.
+  static int poll_until(pollfd& p, Clock::time_point until) {
+    for (;;) {
+      const auto left = until - Clock::now();
+      if (left <= Clock::duration::zero()) return 0;
+      // Round up so a sub-millisecond remainder still waits instead of spinning.
+      const auto left_ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+      const int timeout =
+          static_cast<int>(std::min<std::int64_t>(left_ms, std::numeric_limits<int>::max()));
+      p.revents = 0;
+      const int rc = ::poll(&p, 1, timeout);
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0 && Clock::now() < until) continue;
+      return rc;
+    }
+  }
+
+  // ---- frames -----------------------------------------------------------
+
+  // Appends one Request frame (version and id filled in here) and records it
+  // as in flight. Returns false, appending nothing, if it exceeds
+  // max_frame_bytes.
+  template <typename Fill>
+  bool queue_request(Kind kind, std::uint64_t id, Fill&& fill) {
+    arena.Reset();
+    auto* request = google::protobuf::Arena::CreateMessage<pb::Request>(&arena);
+    request->set_version(pb::VERSION_1);
+    request->set_id(id);
+    fill(*request);
+    if (!wire::append_message_frame(out, *request, options.max_frame_bytes)) return false;
+    in_flight.push_back({id, kind});
+    return true;
+  }
+
+  Ticket* find_ticket(std::uint64_t id) {
+    // Replies arrive in order, so the answer is almost always right after the
+    // last one found; fall back to a scan for safety.
+    for (std::size_t i = ticket_hint; i < tickets.size(); ++i) {
+      if (tickets[i].id == id) {
+        ticket_hint = i + 1;
+        return &tickets[i];
+      }
+    }
+    for (std::size_t i = 0; i < std::min(ticket_hint, tickets.size()); ++i) {
+      if (tickets[i].id == id) {
+        ticket_hint = i + 1;
+        return &tickets[i];
+      }
+    }
+    return nullptr;
+  }
+
+  // Decodes the complete frames in `in` until `done()`. A sync reply stops the
+  // loop with `sync_response` pointing at it (valid until the next arena reset).
+  template <typename Done>
+  bool process_frames(Done&& done, Failure& failure) {
+    while (!done()) {
+      const std::string_view buffered(in.data() + in_offset, in.size() - in_offset);
+      const wire::FrameView frame = wire::next_frame(buffered, options.max_frame_bytes);
+      if (frame.status == wire::FrameStatus::kNeedMore) break;
+      if (frame.status == wire::FrameStatus::kTooLarge) {
+        failure = {DecisionStatus::kProtocolError, "reply frame of " +
+                                                       std::to_string(frame.declared_bytes) +
+                                                       " bytes exceeds max_frame_bytes"};
+        return false;
+      }
+      arena.Reset();
+      auto* response = google::protobuf::Arena::CreateMessage<pb::Response>(&arena);
+      if (!response->ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
+        failure = {DecisionStatus::kProtocolError, "malformed reply frame"};
+        return false;
+      }
+      in_offset += frame.consumed;
+      if (in_flight.empty() || response->id() != in_flight.front().id) {
+        // Out of step with the daemon (e.g. an Error for a frame it could not
+        // read, carrying id 0): nothing later on this stream can be trusted.
+        failure.status = DecisionStatus::kProtocolError;
+        failure.message =
+            response->has_error()
+                ? describe_error(response->error())
+                : "reply id " + std::to_string(response->id()) +
+                      (in_flight.empty() ? " with nothing outstanding"
+                                         : ", expected " + std::to_string(in_flight.front().id));
+        return false;
+      }
+      const InFlight answered = in_flight.front();
+      in_flight.pop_front();
+      if (answered.kind == Kind::kSync) {
+        sync_response = response;
+        break;
+      }
+      Ticket* ticket = find_ticket(answered.id);
+      if (ticket == nullptr) continue;  // cannot happen: every ticket is kept until received
+      ticket->ready = true;
+      decode_check_reply(*response, 1, &ticket->decision, nullptr);
+    }
+    if (in_offset == in.size()) {
+      in.clear();
+      in_offset = 0;
+    } else if (in_offset > kCompactInputBytes) {
+      in.erase(0, in_offset);
+      in_offset = 0;
+    }
+    return true;
+  }
+
+  // Fills `count` decisions (into `one`, or into `many` resized to `count`)
+  // from a reply to a CheckRequest of `count` checks. A reply that does not fit
+  // the request answers every check with kProtocolError by FailMode.
+  void decode_check_reply(const pb::Response& response, std::size_t count, Decision* one,
+                          std::vector<Decision>* many) {
+    const auto emit = [&](std::size_t i) -> Decision& {
+      if (one != nullptr) return *one;
+      return (*many)[i];
+    };
+    if (many != nullptr) many->resize(count);
+    std::string problem;
+    DecisionStatus status = DecisionStatus::kProtocolError;
+    if (response.has_error()) {
+      problem = describe_error(response.error());
+    } else if (!response.has_check()) {
+      problem = "reply to a check carries no check results";
+    } else if (static_cast<std::size_t>(response.check().results_size()) != count) {
+      problem = "reply carries " + std::to_string(response.check().results_size()) +
+                " results for " + std::to_string(count) + " checks";
+    } else {
+      for (std::size_t i = 0; i < count; ++i) {
+        decode_result(response.check().results(static_cast<int>(i)), emit(i));
+      }
+      return;
+    }
+    for (std::size_t i = 0; i < count; ++i) emit(i) = fail_decision(status, problem);
+  }
+
+  // ---- the pump ---------------------------------------------------------
+
+  bool write_some(Failure& failure) {
+    while (out_offset < out.size()) {
+      const ssize_t n = ::send(fd, out.data() + out_offset, out.size() - out_offset, MSG_NOSIGNAL);
+      if (n > 0) {
+        out_offset += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      failure = {DecisionStatus::kUnavailable, errno_text("send", errno)};
+      return false;
+    }
+    out.clear();
+    out_offset = 0;
+    return true;
+  }
+
+  bool read_some(Failure& failure) {
+    char chunk[kReadChunkBytes];
+    for (;;) {
+      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+      if (n > 0) {
+        in.append(chunk, static_cast<std::size_t>(n));
+        // A short read drained the socket; skip the recv() that would say so.
+        if (static_cast<std::size_t>(n) < sizeof(chunk)) return true;
+        continue;
+      }
+      if (n == 0) {
+        failure = {DecisionStatus::kUnavailable, "daemon closed the connection"};
+        return false;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      failure = {DecisionStatus::kUnavailable, errno_text("recv", errno)};
+      return false;
+    }
+  }
+
+  // Connects if needed, then writes `out` and reads replies (dispatching them)
+  // until `done()` or `until`. Reading while writing keeps a daemon that
+  // answers as it reads from stalling on a full socket buffer. On failure the
+  // connection is closed and every ticket answered.
+  template <typename Done>
+  bool pump(Clock::time_point until, Done&& done, Failure& failure) {
+    if (!pump_once(until, done, failure)) {
+      fail_all(failure);
+      return false;
+    }
+    return true;
+  }
+
+  template <typename Done>
+  bool pump_once(Clock::time_point until, Done&& done, Failure& failure) {
+    if (done()) return true;
+    if (fd < 0 && !connect_socket(until, failure)) return false;
+    for (;;) {
+      if (!process_frames(done, failure)) return false;
+      if (done()) return true;
+      if (out_offset < out.size() && !write_some(failure)) return false;
+      pollfd p{fd, static_cast<short>(POLLIN | (out_offset < out.size() ? POLLOUT : 0)), 0};
+      const int rc = poll_until(p, until);
+      if (rc < 0) {
+        failure = {DecisionStatus::kUnavailable, errno_text("poll", errno)};
+        return false;
+      }
+      if (rc == 0) {
+        failure = {DecisionStatus::kUnavailable,
+                   "no reply within " + std::to_string(options.timeout_ms) + " ms"};
+        return false;
+      }
+      if ((p.revents & POLLOUT) != 0 && !write_some(failure)) return false;
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !read_some(failure)) return false;
+      if ((p.revents & POLLNVAL) != 0) {
+        failure = {DecisionStatus::kUnavailable, "socket closed unexpectedly"};
+        return false;
+      }
+    }
+  }
+
+  // Sends one request built by `fill` and waits for its reply. On success
+  // returns the reply (valid until the next arena reset); on failure nullptr
+  // with `failure` set.
+  template <typename Fill>
+  const pb::Response* round_trip(Fill&& fill, Failure& failure) {
+    const Clock::time_point until = deadline();
+    drop_if_stale();
+    const std::uint64_t id = next_id++;
+    if (!queue_request(Kind::kSync, id, fill)) {
+      failure = {DecisionStatus::kProtocolError, "request exceeds max_frame_bytes (" +
+                                                     std::to_string(options.max_frame_bytes) + ")"};
+      return nullptr;
+    }
+    sync_response = nullptr;
+    const auto answered = [this] { return sync_response != nullptr; };
+    if (!pump(until, answered, failure)) return nullptr;
+    return sync_response;
+  }
+
+  Decision check_one(std::span<const Descriptor> descriptors, std::uint64_t cost,
+                     const InlineLimit* inline_limit) {
+    Failure failure;
+    const pb::Response* response = round_trip(
+        [&](pb::Request& r) {
+          fill_check(descriptors, cost, inline_limit, *r.mutable_check()->add_checks());
+        },
+        failure);
+    if (response == nullptr) return fail_decision(failure.status, std::move(failure.message));
+    Decision decision;
+    decode_check_reply(*response, 1, &decision, nullptr);
+    return decision;
+  }
+
+  ClientOptions options;
+  std::string socket_path;
+  int fd = -1;
+  std::uint64_t next_id = 1;
+
+  std::string out;  // frames not yet written, from out_offset on
+  std::size_t out_offset = 0;
+  std::string in;  // bytes read and not yet decoded, from in_offset on
+  std::size_t in_offset = 0;
+  std::deque<InFlight> in_flight;
+  std::deque<Ticket> tickets;
+  std::size_t ticket_hint = 0;
+
+  std::unique_ptr<char[]> arena_block;
+  google::protobuf::Arena arena;
+  const pb::Response* sync_response = nullptr;
+
+  std::uint32_t backoff_ms;
+  Clock::time_point next_connect_at{};
+  std::string last_connect_error;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+Decision Client::check(const std::vector<Descriptor>& descriptors, std::uint64_t cost) {
+  return impl_->check_one(descriptors, cost, nullptr);
+}
+
+Decision Client::check(std::initializer_list<Descriptor> descriptors, std::uint64_t cost) {
+  return impl_->check_one(std::span(descriptors.begin(), descriptors.size()), cost, nullptr);
+}
+
+Decision Client::check(const CheckRequest& request) {
+  return impl_->check_one(request.descriptors, request.cost,
+                          request.inline_limit ? &*request.inline_limit : nullptr);
+}
+
+std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests) {
+  std::vector<Decision> decisions;
+  if (requests.empty()) return decisions;
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response = impl.round_trip(
+      [&](v1::Request& r) {
+        v1::CheckRequest* body = r.mutable_check();
+        for (const CheckRequest& request : requests) fill_check(request, *body->add_checks());
+      },
+      failure);
+  if (response == nullptr) {
+    decisions.assign(requests.size(), impl.fail_decision(failure.status, failure.message));
+    return decisions;
+  }
+  impl.decode_check_reply(*response, requests.size(), nullptr, &decisions);
+  return decisions;
+}
+
+std::uint64_t Client::submit(const CheckRequest& request) {
+  Impl& impl = *impl_;
+  const std::uint64_t id = impl.next_id++;
+  impl.drop_if_stale();
+  const bool queued = impl.queue_request(Impl::Kind::kTicket, id, [&](v1::Request& r) {
+    fill_check(request, *r.mutable_check()->add_checks());
+  });
+  if (queued) {
+    impl.tickets.push_back({id, false, {}});
+  } else {
+    impl.tickets.push_back(
+        {id, true,
+         impl.fail_decision(DecisionStatus::kProtocolError,
+                            "request exceeds max_frame_bytes (" +
+                                std::to_string(impl.options.max_frame_bytes) + ")")});
+  }
+  if (impl.out.size() - impl.out_offset >= kAutoFlushBytes) flush();
+  return id;
+}
+
+void Client::flush() {
+  Impl& impl = *impl_;
+  if (impl.out_offset >= impl.out.size()) return;
+  Impl::Failure failure;
+  const auto written = [&impl] { return impl.out_offset >= impl.out.size(); };
+  impl.pump(impl.deadline(), written, failure);
+}
+
+std::pair<std::uint64_t, Decision> Client::receive() {
+  Impl& impl = *impl_;
+  if (impl.tickets.empty()) {
+    Decision decision;
+    decision.allowed = false;
+    decision.status = DecisionStatus::kInvalid;
+    decision.error = "receive() with nothing pending";
+    return {0, std::move(decision)};
+  }
+  if (!impl.tickets.front().ready) {
+    Impl::Failure failure;
+    const auto answered = [&impl] { return impl.tickets.front().ready; };
+    impl.pump(impl.deadline(), answered, failure);
+  }
+  // pump() either answered the front ticket or failed, which answers them all.
+  Impl::Ticket& front = impl.tickets.front();
+  std::pair<std::uint64_t, Decision> result{front.id, std::move(front.decision)};
+  impl.tickets.pop_front();
+  if (impl.ticket_hint > 0) --impl.ticket_hint;
+  return result;
+}
+
+std::size_t Client::pending() const { return impl_ ? impl_->tickets.size() : 0; }
+
+std::optional<DaemonStatus> Client::status(std::string* error) {
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response =
+      impl.round_trip([](v1::Request& r) { r.mutable_status(); }, failure);
+  if (response == nullptr) {
+    if (error != nullptr) *error = std::move(failure.message);
+    return std::nullopt;
+  }
+  if (response->has_error()) {
+    if (error != nullptr) *error = describe_error(response->error());
+    return std::nullopt;
+  }
+  if (!response->has_status()) {
+    if (error != nullptr) *error = "reply to a status request carries no status";
+    return std::nullopt;
+  }
+  const v1::StatusResponse& s = response->status();
+  DaemonStatus status;
+  status.node_id = s.node_id();
+  status.version = s.version();
+  status.uptime_ms = s.uptime_ms();
+  status.keys = s.keys();
+  status.max_keys = s.max_keys();
+  status.config_source = s.config_source();
+  status.rules.reserve(static_cast<std::size_t>(s.rules_size()));
+  for (const v1::RuleInfo& r : s.rules()) {
+    status.rules.push_back(
+        {r.name(), r.algorithm(), r.limit(), r.period_ms(), r.burst(), r.match(), r.overrides()});
+  }
+  status.counters.reserve(static_cast<std::size_t>(s.counters_size()));
+  for (const v1::Counter& c : s.counters()) status.counters.emplace_back(c.name(), c.value());
+  if (error != nullptr) error->clear();
+  return status;
+}
+
+bool Client::connected() const { return impl_ && impl_->fd >= 0; }
+
+const ClientOptions& Client::options() const { return impl_->options; }
+
+}  // namespace rlimit
