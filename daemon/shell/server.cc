@@ -1,1 +1,367 @@
-// placeholder
+#include "shell/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <csignal>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/limiter.h"
+#include "shell/clock.h"
+#include "shell/counters.h"
+#include "shell/dispatch.h"
+#include "shell/logging.h"
+#include "shell/reload.h"
+#include "shell/session.h"
+#include "shell/status.h"
+#include "shell/unix_socket.h"
+
+namespace rlimit::shell {
+namespace {
+
+namespace asio = boost::asio;
+using asio::as_tuple;
+using asio::use_awaitable;
+using Protocol = asio::local::stream_protocol;
+
+// How long accept waits after a failure such as EMFILE: the connection stays
+// queued, so retrying at once would spin.
+constexpr std::chrono::milliseconds kAcceptBackoff{50};
+// A sweep interval of zero or less would spin; this is the floor.
+constexpr std::int64_t kMinSweepIntervalUs = 1000;
+
+class Server {
+ public:
+  Server(asio::io_context& io, ServerOptions options)
+      : io_(io),
+        settings_(std::move(options.config.daemon)),
+        config_path_(std::move(options.config_path)),
+        overrides_(std::move(options.overrides)),
+        status_{.node_id = settings_.node_id,
+                .config_source = std::move(options.config.source),
+                .started_us = steady_now_us()},
+        limiter_(settings_.limiter, std::move(options.config.rules)),
+        dispatcher_(limiter_, settings_, counters_, status_),
+        acceptor_(io),
+        sweep_timer_(io),
+        grace_timer_(io),
+        signals_(io, SIGTERM, SIGINT, SIGHUP) {}
+
+  ~Server() { remove_socket_file(); }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the socket and starts the loops; false (logged) if the socket
+  // cannot be set up.
+  bool start();
+  int exit_code() const { return exit_code_; }
+
+ private:
+  bool listen();
+  asio::awaitable<void> accept_loop();
+  asio::awaitable<void> sweep_loop();
+  asio::awaitable<void> signal_loop();
+  // Runs a server-wide coroutine; its failure stops the daemon with exit 1.
+  void spawn(std::string_view what, asio::awaitable<void> task);
+
+  void begin_shutdown(int exit_code);
+  void force_close_sessions();
+  void on_session_closed(std::uint64_t id);
+  void maybe_finish_shutdown();
+  void remove_socket_file();
+  void reload();
+  std::vector<std::shared_ptr<Session>> live_sessions() const;
+
+  asio::io_context& io_;
+  config::DaemonSettings settings_;  // sessions and dispatcher read it live
+  const std::string config_path_;
+  const SettingOverrides overrides_;
+  ShellCounters counters_;
+  StatusContext status_;
+  core::Limiter limiter_;
+  Dispatcher dispatcher_;
+
+  Protocol::acceptor acceptor_;
+  asio::steady_timer sweep_timer_;
+  asio::steady_timer grace_timer_;
+  asio::signal_set signals_;
+
+  std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
+  std::uint64_t next_session_id_ = 1;
+  std::optional<FileId> socket_file_;
+  bool rejecting_ = false;  // only the first of a run of rejections warns
+  bool shutting_down_ = false;
+  bool finished_ = false;
+  int exit_code_ = 0;
+};
+
+bool Server::start() {
+  if (!listen()) return false;
+  spawn("accept loop", accept_loop());
+  spawn("sweep loop", sweep_loop());
+  spawn("signal loop", signal_loop());
+  spdlog::info("rlimitd {} node {} listening on {} with {} rules from {}", RLIMIT_VERSION,
+               settings_.node_id, settings_.socket_path, limiter_.rules().rules.size(),
+               status_.config_source);
+  return true;
+}
+
+bool Server::listen() {
+  const std::string& path = settings_.socket_path;
+  const FreePathResult free = free_socket_path(path);
+  if (!free.ok) {
+    spdlog::error("{}", free.error);
+    return false;
+  }
+  if (free.removed_stale) spdlog::info("removed stale socket {}", path);
+
+  boost::system::error_code error;
+  acceptor_.open(Protocol(), error);
+  if (!error) {
+    // Created with the wanted mode, never wider, even for an instant.
+    ScopedUmask umask(static_cast<mode_t>(~settings_.socket_mode & 0777));
+    acceptor_.bind(Protocol::endpoint(path), error);
+  }
+  if (error) {
+    spdlog::error("cannot bind {}: {}", path, error.message());
+    return false;
+  }
+  socket_file_ = file_id(path);
+  if (std::optional<std::string> problem = set_mode(path, settings_.socket_mode)) {
+    spdlog::error("{}", *problem);
+    return false;
+  }
+  acceptor_.listen(asio::socket_base::max_listen_connections, error);
+  if (error) {
+    spdlog::error("cannot listen on {}: {}", path, error.message());
+    return false;
+  }
+  return true;
+}
+
+void Server::spawn(std::string_view what, asio::awaitable<void> task) {
+  asio::co_spawn(io_, std::move(task), [this, what](std::exception_ptr failure) {
+    if (!failure) return;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      spdlog::critical("{} failed: {}; shutting down", what, e.what());
+    } catch (...) {
+      spdlog::critical("{} failed with an unknown exception; shutting down", what);
+    }
+    begin_shutdown(1);
+  });
+}
+
+asio::awaitable<void> Server::accept_loop() {
+  asio::steady_timer backoff(io_);
+  while (!shutting_down_) {
+    auto [error, socket] = co_await acceptor_.async_accept(as_tuple(use_awaitable));
+    if (shutting_down_ || error == asio::error::operation_aborted) break;
+    if (error) {
+      ++counters_.accept_errors;
+      spdlog::warn("accept failed: {}", error.message());
+      backoff.expires_after(kAcceptBackoff);
+      co_await backoff.async_wait(as_tuple(use_awaitable));
+      continue;
+    }
+    if (sessions_.size() >= settings_.max_connections) {
+      ++counters_.connections_rejected;
+      spdlog::log(rejecting_ ? spdlog::level::debug : spdlog::level::warn,
+                  "connection refused: {} open, max_connections is {}", sessions_.size(),
+                  settings_.max_connections);
+      rejecting_ = true;
+      boost::system::error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    rejecting_ = false;
+    ++counters_.connections_accepted;
+    ++counters_.connections_open;
+    const std::uint64_t id = next_session_id_++;
+    auto session = std::make_shared<Session>(std::move(socket), id, dispatcher_, settings_,
+                                             counters_,
+                                             [this](std::uint64_t closed) { on_session_closed(closed); });
+    sessions_.emplace(id, session);
+    spdlog::debug("connection {} opened", id);
+    session->start();
+  }
+}
+
+asio::awaitable<void> Server::sweep_loop() {
+  while (!shutting_down_) {
+    sweep_timer_.expires_after(std::chrono::microseconds(
+        std::max(settings_.sweep_interval_us, kMinSweepIntervalUs)));
+    auto [error] = co_await sweep_timer_.async_wait(as_tuple(use_awaitable));
+    if (error || shutting_down_) break;
+    ++counters_.sweeps;
+    limiter_.sweep(steady_now_us(), settings_.sweep_batch);
+  }
+}
+
+asio::awaitable<void> Server::signal_loop() {
+  // A stop signal may finish the shutdown right here (no sessions open); the
+  // loop must not wait again then, or the event loop would never run dry.
+  while (!finished_) {
+    auto [error, signal] = co_await signals_.async_wait(as_tuple(use_awaitable));
+    if (error) break;
+    if (signal == SIGHUP) {
+      if (shutting_down_) continue;
+      reload();
+    } else if (!shutting_down_) {
+      spdlog::info("{} received: stopping", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      begin_shutdown(0);
+    } else {
+      spdlog::warn("second stop signal: closing {} connections now", sessions_.size());
+      force_close_sessions();
+    }
+  }
+}
+
+std::vector<std::shared_ptr<Session>> Server::live_sessions() const {
+  // A copy: stopping a session may end it and erase it from the map.
+  std::vector<std::shared_ptr<Session>> live;
+  live.reserve(sessions_.size());
+  for (const auto& [id, weak] : sessions_) {
+    if (auto session = weak.lock()) live.push_back(std::move(session));
+  }
+  return live;
+}
+
+void Server::begin_shutdown(int exit_code) {
+  if (exit_code != 0) exit_code_ = exit_code;
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  sweep_timer_.cancel();
+  // The socket file goes first, so new clients fail fast instead of queueing
+  // on a listener that will never accept them.
+  remove_socket_file();
+  for (const auto& session : live_sessions()) session->stop();
+  if (!sessions_.empty()) {
+    spdlog::info("waiting up to {} ms for {} connections to finish", settings_.shutdown_grace_us / 1000,
+                 sessions_.size());
+    grace_timer_.expires_after(std::chrono::microseconds(std::max<std::int64_t>(0, settings_.shutdown_grace_us)));
+    grace_timer_.async_wait([this](boost::system::error_code error) {
+      if (error) return;
+      if (!sessions_.empty()) {
+        spdlog::warn("shutdown grace over: closing {} connections still busy", sessions_.size());
+      }
+      force_close_sessions();
+    });
+  }
+  maybe_finish_shutdown();
+}
+
+void Server::force_close_sessions() {
+  for (const auto& session : live_sessions()) {
+    ++counters_.connections_force_closed;
+    session->close_now();
+  }
+}
+
+void Server::on_session_closed(std::uint64_t id) {
+  sessions_.erase(id);
+  --counters_.connections_open;
+  if (shutting_down_) maybe_finish_shutdown();
+}
+
+void Server::maybe_finish_shutdown() {
+  if (finished_ || !sessions_.empty()) return;
+  finished_ = true;
+  grace_timer_.cancel();
+  // Stop listening for signals so the loop can run out of work and return.
+  boost::system::error_code ignored;
+  signals_.cancel(ignored);
+  signals_.clear(ignored);
+  remove_socket_file();
+  spdlog::info("rlimitd stopped");
+}
+
+void Server::remove_socket_file() {
+  if (!socket_file_) return;
+  switch (remove_if_same(settings_.socket_path, *socket_file_)) {
+    case RemoveResult::kRemoved:
+      spdlog::debug("removed {}", settings_.socket_path);
+      break;
+    case RemoveResult::kGone:
+      break;
+    case RemoveResult::kReplaced:
+      spdlog::warn("left {} in place: it is no longer the socket this daemon made",
+                   settings_.socket_path);
+      break;
+    case RemoveResult::kFailed:
+      spdlog::warn("cannot remove {}: {}", settings_.socket_path, std::strerror(errno));
+      break;
+  }
+  socket_file_.reset();
+}
+
+void Server::reload() {
+  if (config_path_.empty()) {
+    spdlog::warn("SIGHUP ignored: rlimitd was started without --config");
+    return;
+  }
+  spdlog::info("SIGHUP received: reloading {}", config_path_);
+  config::LoadResult loaded = config::load_config_file(config_path_);
+  if (!loaded.ok()) {
+    ++counters_.reload_failures;
+    for (const config::ConfigError& error : loaded.errors) {
+      spdlog::error("reload rejected: {}", error.to_string());
+    }
+    spdlog::error("reload rejected: keeping the {} rules in force", limiter_.rules().rules.size());
+    return;
+  }
+
+  apply_overrides(overrides_, loaded.config.daemon);
+  SettingsChange change = merge_reloaded_settings(settings_, loaded.config.daemon);
+  for (const std::string& ignored : change.ignored) {
+    spdlog::warn("reload: {} changed in the file; ignored until restart", ignored);
+  }
+  for (const std::string& applied : change.applied) spdlog::info("reload: {}", applied);
+  settings_ = std::move(change.settings);
+  set_log_level(settings_.log_level);
+  limiter_.set_max_keys(settings_.limiter.max_keys);
+
+  const std::size_t rule_count = loaded.config.rules.rules.size();
+  const core::ReplaceSummary summary = limiter_.replace_rules(std::move(loaded.config.rules));
+  status_.config_source = std::move(loaded.config.source);
+  ++counters_.reloads;
+  spdlog::info("reloaded {}: {} rules ({} kept, {} changed, {} added, {} removed)",
+               config_path_, rule_count, summary.kept, summary.changed, summary.added,
+               summary.removed);
+}
+
+}  // namespace
+
+int run_server(ServerOptions options) {
+  asio::io_context io(1);
+  Server server(io, std::move(options));
+  if (!server.start()) return 1;
+  try {
+    io.run();
+  } catch (const std::exception& e) {
+    spdlog::critical("event loop failed: {}", e.what());
+    return 1;
+  }
+  return server.exit_code();
+}
+
+}  // namespace rlimit::shell

@@ -1,1 +1,211 @@
-// placeholder
+#include "shell/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cstring>
+#include <utility>
+
+#include "rlimit/v1/client.pb.h"
+#include "shell/clock.h"
+#include "shell/dispatch.h"
+#include "wire/frame.h"
+
+namespace rlimit::shell {
+
+namespace asio = boost::asio;
+using asio::as_tuple;
+using asio::use_awaitable;
+
+Session::Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
+                 const config::DaemonSettings& settings, ShellCounters& counters,
+                 ClosedHandler on_closed)
+    : socket_(std::move(socket)),
+      id_(id),
+      dispatcher_(dispatcher),
+      settings_(settings),
+      counters_(counters),
+      on_closed_(std::move(on_closed)),
+      in_(kReadChunkBytes, '\0'),
+      request_(std::make_unique<v1::Request>()),
+      response_(std::make_unique<v1::Response>()) {}
+
+Session::~Session() = default;
+
+void Session::start() {
+  auto self = shared_from_this();
+  // The handler holds `self`, so the session lives until its coroutine ends,
+  // and sees the coroutine's exception instead of `detached` swallowing it.
+  asio::co_spawn(socket_.get_executor(), run(),
+                 [self](std::exception_ptr error) { self->finish(error); });
+}
+
+void Session::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  // A session answering or writing sees stopping_ once it has answered what
+  // it holds. One waiting for input stops now, unless bytes have already
+  // arrived: then the pending read completes with them and they are answered.
+  if (reading_) {
+    boost::system::error_code error;
+    if (socket_.available(error) == 0 || error) socket_.cancel(error);
+  }
+}
+
+void Session::close_now() {
+  stopping_ = true;
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+}
+
+asio::awaitable<void> Session::run() {
+  for (;;) {
+    for (;;) {
+      const Batch batch = answer_buffered();
+      if (!out_.empty() && !co_await flush()) co_return;
+      if (batch.close) co_return;
+      if (!batch.more) break;
+    }
+    if (!socket_.is_open()) co_return;
+    if (stopping_) {
+      // Drain what has already reached the socket, but wait for nothing new;
+      // the server's grace timer bounds a client that keeps sending.
+      boost::system::error_code available_error;
+      if (socket_.available(available_error) == 0 || available_error) co_return;
+    }
+
+    prepare_read_space();
+    reading_ = true;
+    auto [error, bytes] = co_await socket_.async_read_some(
+        asio::buffer(in_.data() + in_end_, in_.size() - in_end_), as_tuple(use_awaitable));
+    reading_ = false;
+    if (error) {
+      if (error == asio::error::eof) {
+        if (in_end_ > in_begin_) note_truncated_frame();
+      } else if (error != asio::error::operation_aborted) {
+        ++counters_.read_errors;
+        spdlog::debug("connection {}: read failed: {}", id_, error.message());
+      }
+      co_return;
+    }
+    counters_.bytes_received += bytes;
+    in_end_ += bytes;
+  }
+}
+
+Session::Batch Session::answer_buffered() {
+  Batch batch;
+  while (out_.size() < kOutputHighWaterBytes) {
+    const std::string_view pending(in_.data() + in_begin_, in_end_ - in_begin_);
+    const wire::FrameView frame = wire::next_frame(pending, settings_.max_frame_bytes);
+    Dispatcher::Outcome outcome;
+    switch (frame.status) {
+      case wire::FrameStatus::kNeedMore:
+        return batch;
+      case wire::FrameStatus::kTooLarge:
+        // The length cannot be trusted, so neither can anything after it.
+        outcome = dispatcher_.frame_too_large(frame.declared_bytes, *response_);
+        in_begin_ = in_end_;
+        break;
+      case wire::FrameStatus::kComplete:
+        outcome = dispatcher_.handle_frame(frame.payload, steady_now_us(), *request_, *response_);
+        in_begin_ += frame.consumed;
+        break;
+    }
+    const bool fits = dispatcher_.append_response(*response_, out_);
+    if (outcome.error || !fits) log_error_reply(outcome.close);
+    if (outcome.close) {
+      batch.close = true;
+      return batch;
+    }
+  }
+  batch.more = true;
+  return batch;
+}
+
+asio::awaitable<bool> Session::flush() {
+  auto [error, bytes] = co_await asio::async_write(socket_, asio::buffer(out_),
+                                                   as_tuple(use_awaitable));
+  counters_.bytes_sent += bytes;
+  if (error) {
+    if (error != asio::error::operation_aborted) {
+      ++counters_.write_errors;
+      spdlog::debug("connection {}: write failed: {}", id_, error.message());
+    }
+    co_return false;
+  }
+  out_.clear();
+  // A burst of answers should not pin its peak memory for the connection's life.
+  if (out_.capacity() > 2 * kOutputHighWaterBytes) out_.shrink_to_fit();
+  co_return true;
+}
+
+void Session::prepare_read_space() {
+  const std::size_t pending = in_end_ - in_begin_;
+  if (in_begin_ > 0) {
+    std::memmove(in_.data(), in_.data() + in_begin_, pending);
+    in_begin_ = 0;
+    in_end_ = pending;
+  }
+  // Room for the whole pending frame once its header is known (next_frame
+  // has already refused lengths above max_frame_bytes).
+  std::size_t needed = wire::kFrameHeaderBytes;
+  if (pending >= wire::kFrameHeaderBytes) {
+    needed += wire::next_frame(std::string_view(in_.data(), pending), settings_.max_frame_bytes)
+                  .declared_bytes;
+  }
+  const std::size_t want = std::max(kReadChunkBytes, needed);
+  if (in_.size() < want) {
+    in_.resize(want);
+  } else if (pending == 0 && in_.size() > kReadChunkBytes) {
+    in_.resize(kReadChunkBytes);
+    in_.shrink_to_fit();
+  }
+}
+
+void Session::note_truncated_frame() {
+  ++counters_.truncated_frames;
+  const std::size_t pending = in_end_ - in_begin_;
+  const wire::FrameView frame = wire::next_frame(
+      std::string_view(in_.data() + in_begin_, pending), settings_.max_frame_bytes);
+  if (pending < wire::kFrameHeaderBytes) {
+    spdlog::warn("connection {}: peer closed mid-frame ({} of {} header bytes); closing", id_,
+                 pending, wire::kFrameHeaderBytes);
+  } else {
+    spdlog::warn("connection {}: peer closed mid-frame ({} of {} payload bytes); closing", id_,
+                 pending - wire::kFrameHeaderBytes, frame.declared_bytes);
+  }
+}
+
+void Session::log_error_reply(bool closing) {
+  // Closing errors happen once per connection; others could repeat per frame,
+  // so only the first of those is a warning.
+  const bool warn = closing || !warned_;
+  if (!closing) warned_ = true;
+  const v1::Error& error = response_->error();
+  spdlog::log(warn ? spdlog::level::warn : spdlog::level::debug, "connection {}: {}: {}{}", id_,
+              v1::Error::Code_Name(error.code()), error.message(), closing ? "; closing" : "");
+}
+
+void Session::finish(std::exception_ptr error) {
+  if (error) {
+    ++counters_.session_failures;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      spdlog::error("connection {}: internal error: {}; closing", id_, e.what());
+    } catch (...) {
+      spdlog::error("connection {}: unknown internal error; closing", id_);
+    }
+  }
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  spdlog::debug("connection {} closed", id_);
+  if (on_closed_) std::exchange(on_closed_, nullptr)(id_);
+}
+
+}  // namespace rlimit::shell

@@ -1,0 +1,56 @@
+#include "shell/reload.h"
+
+#include <string_view>
+#include <type_traits>
+
+namespace rlimit::shell {
+namespace {
+
+template <typename T>
+std::string show(const T& value) {
+  if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    return "\"" + std::string(value) + "\"";
+  } else {
+    return std::to_string(value);
+  }
+}
+
+}  // namespace
+
+SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
+                                       const config::DaemonSettings& loaded) {
+  SettingsChange change;
+  change.settings = running;
+  config::DaemonSettings& next = change.settings;
+
+  auto live = [&](std::string_view name, auto& field, const auto& value) {
+    if (field == value) return;
+    change.applied.push_back(std::string(name) + " " + show(field) + " -> " + show(value));
+    field = value;
+  };
+  auto restart = [&](std::string_view name, const auto& field, const auto& value) {
+    if (field == value) return;
+    change.ignored.push_back(std::string(name));
+  };
+
+  live("log_level", next.log_level, loaded.log_level);
+  live("max_frame_bytes", next.max_frame_bytes, loaded.max_frame_bytes);
+  live("max_checks_per_frame", next.max_checks_per_frame, loaded.max_checks_per_frame);
+  live("max_connections", next.max_connections, loaded.max_connections);
+  live("sweep_interval_us", next.sweep_interval_us, loaded.sweep_interval_us);
+  live("sweep_batch", next.sweep_batch, loaded.sweep_batch);
+  live("shutdown_grace_us", next.shutdown_grace_us, loaded.shutdown_grace_us);
+  live("max_keys", next.limiter.max_keys, loaded.limiter.max_keys);
+
+  restart("node_id", next.node_id, loaded.node_id);
+  restart("socket_path", next.socket_path, loaded.socket_path);
+  restart("socket_mode", next.socket_mode, loaded.socket_mode);
+  restart("key_table_full", next.limiter.key_table_full, loaded.limiter.key_table_full);
+  restart("allow_inline_limits", next.limiter.allow_inline_limits,
+          loaded.limiter.allow_inline_limits);
+  restart("max_descriptors_per_check", next.limiter.max_descriptors_per_check,
+          loaded.limiter.max_descriptors_per_check);
+  return change;
+}
+
+}  // namespace rlimit::shell

@@ -1,0 +1,343 @@
+#include "shell/dispatch.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+
+#include "config/config.h"
+#include "core/limiter.h"
+#include "core/time.h"
+#include "rlimit/v1/client.pb.h"
+#include "wire/frame.h"
+
+namespace rlimit::shell {
+namespace {
+
+constexpr core::TimeUs kNow = 1'000'000;
+
+core::RuleSet per_user_rules(std::int64_t limit, std::int64_t burst) {
+  core::Rule rule;
+  rule.name = "per-user";
+  core::DescriptorMatch match;
+  match.key = "user";
+  match.value.each = true;
+  rule.match.push_back(std::move(match));
+  rule.params = {limit, core::kUsPerSecond * 3600, burst};
+  core::RuleSet rules;
+  rules.rules.push_back(std::move(rule));
+  return rules;
+}
+
+class DispatchTest : public ::testing::Test {
+ protected:
+  DispatchTest()
+      : limiter_(core::LimiterOptions{}, per_user_rules(5, 5)),
+        dispatcher_(limiter_, settings_, counters_, status_) {
+    status_.node_id = "node-a";
+    status_.config_source = "test.toml";
+    status_.started_us = 0;
+  }
+
+  static v1::Request check_request(std::uint64_t id) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(id);
+    request.mutable_check();
+    return request;
+  }
+
+  static v1::Check* add_check(v1::Request& request, const std::string& user) {
+    v1::Check* check = request.mutable_check()->add_checks();
+    v1::Descriptor* d = check->add_descriptors();
+    d->set_key("user");
+    d->set_value(user);
+    return check;
+  }
+
+  Dispatcher::Outcome handle(const v1::Request& request) {
+    return dispatcher_.handle(request, kNow, response_);
+  }
+
+  config::DaemonSettings settings_;
+  ShellCounters counters_;
+  StatusContext status_;
+  core::Limiter limiter_;
+  Dispatcher dispatcher_;
+  v1::Response response_;
+};
+
+TEST_F(DispatchTest, VersionMismatchIsAnErrorThatKeepsTheConnection) {
+  v1::Request request = check_request(41);
+  add_check(request, "alice");
+  request.set_version(static_cast<v1::Version>(7));
+  const Dispatcher::Outcome outcome = handle(request);
+  EXPECT_TRUE(outcome.error);
+  EXPECT_FALSE(outcome.close);
+  EXPECT_EQ(response_.id(), 41u);
+  ASSERT_TRUE(response_.has_error());
+  EXPECT_EQ(response_.error().code(), v1::Error::UNSUPPORTED_VERSION);
+  EXPECT_NE(response_.error().message().find('7'), std::string::npos);
+  EXPECT_EQ(counters_.unsupported_version, 1u);
+  EXPECT_EQ(limiter_.stats().checks, 0u);  // nothing was decided
+
+  // Unset (0) is not a version either.
+  request.clear_version();
+  EXPECT_FALSE(handle(request).close);
+  EXPECT_EQ(response_.error().code(), v1::Error::UNSUPPORTED_VERSION);
+}
+
+TEST_F(DispatchTest, RequestWithoutBodyIsUnknownAndCloses) {
+  v1::Request request;
+  request.set_version(v1::VERSION_1);
+  request.set_id(9);
+  const Dispatcher::Outcome outcome = handle(request);
+  EXPECT_TRUE(outcome.error);
+  EXPECT_TRUE(outcome.close);
+  EXPECT_EQ(response_.id(), 9u);
+  EXPECT_EQ(response_.error().code(), v1::Error::UNKNOWN_MESSAGE_TYPE);
+  EXPECT_EQ(counters_.unknown_message_types, 1u);
+}
+
+TEST_F(DispatchTest, UndecodablePayloadIsMalformedAndCloses) {
+  v1::Request request;
+  const std::string garbage = "\x0a\x7fnot protobuf";
+  const Dispatcher::Outcome outcome = dispatcher_.handle_frame(garbage, kNow, request, response_);
+  EXPECT_TRUE(outcome.close);
+  EXPECT_EQ(response_.error().code(), v1::Error::MALFORMED_FRAME);
+  EXPECT_EQ(counters_.malformed_frames, 1u);
+  EXPECT_EQ(counters_.frames_received, 1u);
+}
+
+TEST_F(DispatchTest, OversizeFrameIsAnErrorThatCloses) {
+  const Dispatcher::Outcome outcome = dispatcher_.frame_too_large(1 << 24, response_);
+  EXPECT_TRUE(outcome.close);
+  EXPECT_EQ(response_.error().code(), v1::Error::FRAME_TOO_LARGE);
+  EXPECT_NE(response_.error().message().find("65536"), std::string::npos);
+  EXPECT_EQ(counters_.frames_too_large, 1u);
+}
+
+TEST_F(DispatchTest, CheckFillsEveryRuleField) {
+  v1::Request request = check_request(1);
+  add_check(request, "alice");
+  const Dispatcher::Outcome outcome = handle(request);
+  EXPECT_FALSE(outcome.error);
+  ASSERT_TRUE(response_.has_check());
+  ASSERT_EQ(response_.check().results_size(), 1);
+  const v1::CheckResult& result = response_.check().results(0);
+  EXPECT_TRUE(result.allowed());
+  EXPECT_EQ(result.status(), v1::CheckResult::OK);
+  ASSERT_EQ(result.rules_size(), 1);
+  const v1::RuleResult& rule = result.rules(0);
+  EXPECT_EQ(rule.name(), "per-user");
+  EXPECT_TRUE(rule.allowed());
+  EXPECT_EQ(rule.limit(), 5u);
+  EXPECT_EQ(rule.period_ms(), 3'600'000u);
+  EXPECT_EQ(rule.burst(), 5u);
+  EXPECT_EQ(rule.remaining(), 4u);
+  EXPECT_EQ(rule.retry_after_us(), 0);
+  EXPECT_EQ(rule.reset_after_us(), 720'000'000);  // one token per 12 minutes
+  EXPECT_EQ(counters_.check_requests, 1u);
+}
+
+TEST_F(DispatchTest, UnsetCostMeansOneAndZeroCostChargesNothing) {
+  v1::Request request = check_request(1);
+  add_check(request, "alice");                  // unset: 1
+  add_check(request, "alice")->set_cost(0);     // a peek
+  add_check(request, "alice")->set_cost(3);
+  add_check(request, "alice")->set_cost(2);     // 1 left: denied
+  add_check(request, "alice");                  // the denial charged nothing
+  ASSERT_FALSE(handle(request).error);
+  const auto& results = response_.check().results();
+  ASSERT_EQ(results.size(), 5);
+  EXPECT_EQ(results[0].rules(0).remaining(), 4u);
+  EXPECT_TRUE(results[1].allowed());
+  EXPECT_EQ(results[1].rules(0).remaining(), 4u);
+  EXPECT_EQ(results[2].rules(0).remaining(), 1u);
+  EXPECT_FALSE(results[3].allowed());
+  EXPECT_GT(results[3].rules(0).retry_after_us(), 0);
+  EXPECT_TRUE(results[4].allowed());
+  EXPECT_EQ(results[4].rules(0).remaining(), 0u);
+}
+
+TEST_F(DispatchTest, CostAboveTheMaximumIsInvalidAndSparesTheOthers) {
+  v1::Request request = check_request(1);
+  add_check(request, "alice")->set_cost(static_cast<std::uint64_t>(core::kMaxTokens) + 1);
+  add_check(request, "alice")->set_cost(UINT64_MAX);
+  add_check(request, "alice");
+  ASSERT_FALSE(handle(request).error);
+  const auto& results = response_.check().results();
+  ASSERT_EQ(results.size(), 3);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_FALSE(results[i].allowed());
+    EXPECT_EQ(results[i].status(), v1::CheckResult::INVALID);
+    EXPECT_NE(results[i].error().find("cost"), std::string::npos) << results[i].error();
+  }
+  EXPECT_TRUE(results[2].allowed());
+  EXPECT_EQ(results[2].rules(0).remaining(), 4u);
+  EXPECT_EQ(counters_.invalid_checks, 2u);
+}
+
+TEST_F(DispatchTest, InlineLimitIsValidatedPerCheck) {
+  v1::Request request = check_request(1);
+  auto add_inline = [&](std::uint64_t limit, std::uint64_t period_ms, std::uint64_t burst) {
+    v1::InlineLimit* inline_limit = add_check(request, "bob")->mutable_inline_limit();
+    inline_limit->set_key("jobs");
+    inline_limit->set_limit(limit);
+    inline_limit->set_period_ms(period_ms);
+    inline_limit->set_burst(burst);
+    return inline_limit;
+  };
+  add_inline(1, 0, 0);                                                     // 0: period 0
+  add_inline(static_cast<std::uint64_t>(core::kMaxTokens) + 1, 1000, 0);  // 1: limit too big
+  add_inline(2, 1000, static_cast<std::uint64_t>(core::kMaxTokens) + 1);  // 2: burst too big
+  add_inline(2, UINT64_MAX, 0);                                           // 3: period overflows
+  add_inline(2, 60'000, 0);                                               // 4: valid, burst = limit
+  add_inline(0, 0, 0)->set_key("");              // 5: empty InlineLimit: no inline limit
+  add_inline(3, 1000, 0)->set_key("");           // 6: numbers without a key
+  ASSERT_FALSE(handle(request).error);
+  const auto& results = response_.check().results();
+  ASSERT_EQ(results.size(), 7);
+
+  for (int i : {0, 1, 2, 3, 6}) {
+    EXPECT_EQ(results[i].status(), v1::CheckResult::INVALID) << i;
+    EXPECT_FALSE(results[i].allowed()) << i;
+    EXPECT_NE(results[i].error().find("inline_limit"), std::string::npos) << results[i].error();
+  }
+  EXPECT_NE(results[0].error().find("period_ms"), std::string::npos);
+  EXPECT_NE(results[1].error().find("limit"), std::string::npos);
+  EXPECT_NE(results[2].error().find("burst"), std::string::npos);
+  EXPECT_EQ(counters_.invalid_checks, 5u);
+
+  // The valid one: the rule plus the inline bucket, burst defaulting to limit.
+  EXPECT_TRUE(results[4].allowed());
+  EXPECT_EQ(results[4].status(), v1::CheckResult::OK);
+  ASSERT_EQ(results[4].rules_size(), 2);
+  bool saw_inline = false;
+  for (const v1::RuleResult& rule : results[4].rules()) {
+    if (rule.name() == "per-user") continue;
+    saw_inline = true;
+    EXPECT_EQ(rule.limit(), 2u);
+    EXPECT_EQ(rule.period_ms(), 60'000u);
+    EXPECT_EQ(rule.burst(), 2u);
+    EXPECT_EQ(rule.remaining(), 1u);
+  }
+  EXPECT_TRUE(saw_inline);
+
+  // The empty InlineLimit is ignored: only the rule applies.
+  EXPECT_TRUE(results[5].allowed());
+  EXPECT_EQ(results[5].rules_size(), 1);
+}
+
+TEST_F(DispatchTest, TooManyChecksIsAnErrorThatKeepsTheConnection) {
+  settings_.max_checks_per_frame = 3;
+  v1::Request request = check_request(8);
+  for (int i = 0; i < 4; ++i) add_check(request, "carol");
+  const Dispatcher::Outcome outcome = handle(request);
+  EXPECT_TRUE(outcome.error);
+  EXPECT_FALSE(outcome.close);
+  EXPECT_EQ(response_.id(), 8u);
+  EXPECT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS);
+  EXPECT_EQ(counters_.too_many_checks, 1u);
+  EXPECT_EQ(limiter_.stats().checks, 0u);  // none was decided
+
+  // Exactly the bound is fine.
+  request.mutable_check()->mutable_checks()->RemoveLast();
+  EXPECT_FALSE(handle(request).error);
+  EXPECT_EQ(response_.check().results_size(), 3);
+}
+
+TEST_F(DispatchTest, ResponseObjectIsReusedAcrossBodies) {
+  v1::Request check = check_request(1);
+  add_check(check, "dave");
+  ASSERT_FALSE(handle(check).error);
+  v1::Request status;
+  status.set_version(v1::VERSION_1);
+  status.set_id(2);
+  status.mutable_status();
+  ASSERT_FALSE(handle(status).error);
+  EXPECT_FALSE(response_.has_check());
+  EXPECT_TRUE(response_.has_status());
+  ASSERT_FALSE(handle(check).error);
+  EXPECT_EQ(response_.id(), 1u);
+  ASSERT_EQ(response_.check().results_size(), 1);  // not appended to old results
+  EXPECT_EQ(response_.check().results(0).rules(0).remaining(), 3u);
+}
+
+TEST_F(DispatchTest, StatusReportsIdentityRulesAndEveryCounter) {
+  v1::Request check = check_request(1);
+  add_check(check, "erin");
+  ASSERT_FALSE(handle(check).error);
+
+  v1::Request request;
+  request.set_version(v1::VERSION_1);
+  request.set_id(3);
+  request.mutable_status();
+  ASSERT_FALSE(handle(request).error);
+  ASSERT_TRUE(response_.has_status());
+  const v1::StatusResponse& status = response_.status();
+  EXPECT_EQ(status.node_id(), "node-a");
+  EXPECT_EQ(status.version(), RLIMIT_VERSION);
+  EXPECT_EQ(status.config_source(), "test.toml");
+  EXPECT_EQ(status.uptime_ms(), 1000u);
+  EXPECT_EQ(status.keys(), 1u);
+  EXPECT_EQ(status.max_keys(), core::LimiterOptions{}.max_keys);
+  ASSERT_EQ(status.rules_size(), 1);
+  EXPECT_EQ(status.rules(0).name(), "per-user");
+  EXPECT_EQ(status.rules(0).algorithm(), "token_bucket");
+  EXPECT_EQ(status.rules(0).limit(), 5u);
+  EXPECT_EQ(status.rules(0).period_ms(), 3'600'000u);
+  EXPECT_FALSE(status.rules(0).match().empty());
+  EXPECT_EQ(status.rules(0).overrides(), 0u);
+
+  std::set<std::string> names;
+  std::uint64_t checks = 0;
+  std::uint64_t status_requests = 0;
+  for (const v1::Counter& counter : status.counters()) {
+    EXPECT_TRUE(names.insert(counter.name()).second) << "duplicate " << counter.name();
+    if (counter.name() == "checks") checks = counter.value();
+    if (counter.name() == "status_requests") status_requests = counter.value();
+  }
+  for_each_stat(core::LimiterStats{}, [&](std::string_view name, std::uint64_t) {
+    EXPECT_TRUE(names.contains(std::string(name))) << name;
+  });
+  for_each_counter(ShellCounters{}, [&](std::string_view name, std::uint64_t) {
+    EXPECT_TRUE(names.contains(std::string(name))) << name;
+  });
+  for (const char* name : {"checks", "allowed", "denied", "invalid", "keys_evicted",
+                           "connections_rejected", "malformed_frames", "frames_too_large",
+                           "unknown_message_types", "too_many_checks", "truncated_frames",
+                           "reloads", "reload_failures"}) {
+    EXPECT_TRUE(names.contains(name)) << name;
+  }
+  EXPECT_EQ(checks, 1u);
+  EXPECT_EQ(status_requests, 1u);
+}
+
+TEST_F(DispatchTest, AnswerAboveMaxFrameBytesBecomesAnError) {
+  settings_.max_frame_bytes = 200;
+  v1::Request request = check_request(4);
+  for (int i = 0; i < 20; ++i) add_check(request, "frank");
+  ASSERT_FALSE(handle(request).error);
+  std::string out;
+  EXPECT_FALSE(dispatcher_.append_response(response_, out));
+  const wire::FrameView frame = wire::next_frame(out, settings_.max_frame_bytes);
+  ASSERT_EQ(frame.status, wire::FrameStatus::kComplete);
+  EXPECT_EQ(frame.consumed, out.size());
+  v1::Response sent;
+  ASSERT_TRUE(sent.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size())));
+  EXPECT_EQ(sent.id(), 4u);
+  EXPECT_EQ(sent.error().code(), v1::Error::TOO_MANY_CHECKS);
+  EXPECT_EQ(counters_.responses_too_large, 1u);
+
+  // A small answer goes out as it is.
+  v1::Request small = check_request(5);
+  add_check(small, "gina");
+  ASSERT_FALSE(handle(small).error);
+  out.clear();
+  EXPECT_TRUE(dispatcher_.append_response(response_, out));
+}
+
+}  // namespace
+}  // namespace rlimit::shell
