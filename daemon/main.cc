@@ -2,7 +2,6 @@
 // the foreground. Exit codes: 0 clean stop, 1 runtime failure (socket in use,
 // loop failed), 2 bad flags or an invalid config.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstddef>
 #include <iostream>
@@ -46,8 +45,7 @@ int main(int argc, char** argv) {
             return rlimit::shell::parse_socket_mode(text) ? "" : "not an octal mode up to 0777";
           },
           "OCTAL"));
-  app.add_option("--max-keys", max_keys, "most buckets held in memory")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--max-keys", max_keys, "most buckets held in memory")->check(CLI::PositiveNumber);
   app.add_flag("--check-config", check_config,
                "load and validate the config, print the result, and exit");
   app.add_flag("--version", version, "print the version and exit");
@@ -81,7 +79,8 @@ int main(int argc, char** argv) {
   if (app.count("--socket") > 0) overrides.socket_path = socket_path;
   if (app.count("--node-id") > 0) overrides.node_id = node_id;
   if (app.count("--log-level") > 0) overrides.log_level = log_level;
-  if (app.count("--socket-mode") > 0) overrides.socket_mode = rlimit::shell::parse_socket_mode(socket_mode);
+  if (app.count("--socket-mode") > 0)
+    overrides.socket_mode = rlimit::shell::parse_socket_mode(socket_mode);
   if (app.count("--max-keys") > 0) overrides.max_keys = max_keys;
   rlimit::shell::apply_overrides(overrides, loaded.config.daemon);
 

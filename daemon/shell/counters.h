@@ -15,8 +15,8 @@ struct ShellCounters {
   std::uint64_t connections_rejected = 0;  // over max_connections: closed at once
   std::uint64_t connections_open = 0;      // a gauge: sessions alive now
   std::uint64_t accept_errors = 0;
-  std::uint64_t read_errors = 0;   // other than a clean close by the peer
-  std::uint64_t write_errors = 0;  // peer gone or not reading at shutdown
+  std::uint64_t read_errors = 0;               // other than a clean close by the peer
+  std::uint64_t write_errors = 0;              // peer gone or not reading at shutdown
   std::uint64_t connections_force_closed = 0;  // still busy after shutdown_grace_us
   // Traffic.
   std::uint64_t bytes_received = 0;

@@ -12,8 +12,7 @@ namespace {
 
 using Outcome = Dispatcher::Outcome;
 
-Outcome set_error(v1::Response& response, v1::Error::Code code, std::string message,
-                  bool close) {
+Outcome set_error(v1::Response& response, v1::Error::Code code, std::string message, bool close) {
   v1::Error* error = response.mutable_error();
   error->set_code(code);
   error->set_message(std::move(message));
@@ -58,8 +57,8 @@ void Dispatcher::recycle(v1::Response& response) {
   response.Clear();
 }
 
-Outcome Dispatcher::handle_frame(std::string_view payload, core::TimeUs now,
-                                 v1::Request& request, v1::Response& response) {
+Outcome Dispatcher::handle_frame(std::string_view payload, core::TimeUs now, v1::Request& request,
+                                 v1::Response& response) {
   ++counters_.frames_received;
   if (payload.size() > static_cast<std::size_t>(INT_MAX) ||
       !request.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
@@ -78,13 +77,11 @@ Outcome Dispatcher::frame_too_large(std::uint32_t declared_bytes, v1::Response& 
   recycle(response);
   return set_error(response, v1::Error::FRAME_TOO_LARGE,
                    "a frame declares " + std::to_string(declared_bytes) +
-                       " bytes; max_frame_bytes is " +
-                       std::to_string(settings_.max_frame_bytes),
+                       " bytes; max_frame_bytes is " + std::to_string(settings_.max_frame_bytes),
                    /*close=*/true);
 }
 
-Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now,
-                           v1::Response& response) {
+Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Response& response) {
   recycle(response);
   response.set_id(request.id());
   // The version comes first: a later version may carry bodies we do not know.
@@ -173,7 +170,8 @@ void Dispatcher::decide(const v1::Check& check, core::TimeUs now, v1::CheckResul
       }
       inline_limit_.key = limit.key();
       inline_limit_.params.limit = static_cast<std::int64_t>(limit.limit());
-      inline_limit_.params.period_us = static_cast<std::int64_t>(limit.period_ms()) * core::kUsPerMs;
+      inline_limit_.params.period_us =
+          static_cast<std::int64_t>(limit.period_ms()) * core::kUsPerMs;
       inline_limit_.params.burst = limit.burst() == 0 ? inline_limit_.params.limit
                                                       : static_cast<std::int64_t>(limit.burst());
       input.inline_limit = &inline_limit_;

@@ -17,8 +17,8 @@ void protobuf_to_spdlog(google::protobuf::LogLevel level, const char* file, int 
                         const std::string& message) {
   // Parse complaints about client bytes are the client's problem; the session
   // already logs one line per bad frame.
-  const auto spd_level = level >= google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical
-                                                                   : spdlog::level::debug;
+  const auto spd_level =
+      level >= google::protobuf::LOGLEVEL_FATAL ? spdlog::level::critical : spdlog::level::debug;
   spdlog::log(spd_level, "protobuf {}:{}: {}", file, line, message);
 }
 

@@ -12,9 +12,9 @@
 namespace rlimit::shell {
 
 struct SettingsChange {
-  config::DaemonSettings settings;    // what to run with from now on
-  std::vector<std::string> applied;   // "max_connections 1024 -> 64"
-  std::vector<std::string> ignored;   // "socket_path": needs a restart
+  config::DaemonSettings settings;   // what to run with from now on
+  std::vector<std::string> applied;  // "max_connections 1024 -> 64"
+  std::vector<std::string> ignored;  // "socket_path": needs a restart
 };
 
 // Merges freshly loaded settings (overrides already applied) into the

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,9 +10,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -195,9 +196,9 @@ asio::awaitable<void> Server::accept_loop() {
     ++counters_.connections_accepted;
     ++counters_.connections_open;
     const std::uint64_t id = next_session_id_++;
-    auto session = std::make_shared<Session>(std::move(socket), id, dispatcher_, settings_,
-                                             counters_,
-                                             [this](std::uint64_t closed) { on_session_closed(closed); });
+    auto session =
+        std::make_shared<Session>(std::move(socket), id, dispatcher_, settings_, counters_,
+                                  [this](std::uint64_t closed) { on_session_closed(closed); });
     sessions_.emplace(id, session);
     spdlog::debug("connection {} opened", id);
     session->start();
@@ -206,8 +207,8 @@ asio::awaitable<void> Server::accept_loop() {
 
 asio::awaitable<void> Server::sweep_loop() {
   while (!shutting_down_) {
-    sweep_timer_.expires_after(std::chrono::microseconds(
-        std::max(settings_.sweep_interval_us, kMinSweepIntervalUs)));
+    sweep_timer_.expires_after(
+        std::chrono::microseconds(std::max(settings_.sweep_interval_us, kMinSweepIntervalUs)));
     auto [error] = co_await sweep_timer_.async_wait(as_tuple(use_awaitable));
     if (error || shutting_down_) break;
     ++counters_.sweeps;
@@ -256,9 +257,10 @@ void Server::begin_shutdown(int exit_code) {
   remove_socket_file();
   for (const auto& session : live_sessions()) session->stop();
   if (!sessions_.empty()) {
-    spdlog::info("waiting up to {} ms for {} connections to finish", settings_.shutdown_grace_us / 1000,
-                 sessions_.size());
-    grace_timer_.expires_after(std::chrono::microseconds(std::max<std::int64_t>(0, settings_.shutdown_grace_us)));
+    spdlog::info("waiting up to {} ms for {} connections to finish",
+                 settings_.shutdown_grace_us / 1000, sessions_.size());
+    grace_timer_.expires_after(
+        std::chrono::microseconds(std::max<std::int64_t>(0, settings_.shutdown_grace_us)));
     grace_timer_.async_wait([this](boost::system::error_code error) {
       if (error) return;
       if (!sessions_.empty()) {
@@ -344,9 +346,8 @@ void Server::reload() {
   const core::ReplaceSummary summary = limiter_.replace_rules(std::move(loaded.config.rules));
   status_.config_source = std::move(loaded.config.source);
   ++counters_.reloads;
-  spdlog::info("reloaded {}: {} rules ({} kept, {} changed, {} added, {} removed)",
-               config_path_, rule_count, summary.kept, summary.changed, summary.added,
-               summary.removed);
+  spdlog::info("reloaded {}: {} rules ({} kept, {} changed, {} added, {} removed)", config_path_,
+               rule_count, summary.kept, summary.changed, summary.added, summary.removed);
 }
 
 }  // namespace

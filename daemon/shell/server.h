@@ -12,9 +12,9 @@
 namespace rlimit::shell {
 
 struct ServerOptions {
-  config::Config config;        // overrides already applied
-  std::string config_path;      // empty: the built-in config; SIGHUP only logs
-  SettingOverrides overrides;   // applied again to a reloaded file
+  config::Config config;       // overrides already applied
+  std::string config_path;     // empty: the built-in config; SIGHUP only logs
+  SettingOverrides overrides;  // applied again to a reloaded file
 };
 
 // Runs the daemon in the calling thread until SIGTERM or SIGINT. Returns the

@@ -128,8 +128,8 @@ Session::Batch Session::answer_buffered() {
 }
 
 asio::awaitable<bool> Session::flush() {
-  auto [error, bytes] = co_await asio::async_write(socket_, asio::buffer(out_),
-                                                   as_tuple(use_awaitable));
+  auto [error, bytes] =
+      co_await asio::async_write(socket_, asio::buffer(out_), as_tuple(use_awaitable));
   counters_.bytes_sent += bytes;
   if (error) {
     if (error != asio::error::operation_aborted) {
@@ -170,8 +170,8 @@ void Session::prepare_read_space() {
 void Session::note_truncated_frame() {
   ++counters_.truncated_frames;
   const std::size_t pending = in_end_ - in_begin_;
-  const wire::FrameView frame = wire::next_frame(
-      std::string_view(in_.data() + in_begin_, pending), settings_.max_frame_bytes);
+  const wire::FrameView frame = wire::next_frame(std::string_view(in_.data() + in_begin_, pending),
+                                                 settings_.max_frame_bytes);
   if (pending < wire::kFrameHeaderBytes) {
     spdlog::warn("connection {}: peer closed mid-frame ({} of {} header bytes); closing", id_,
                  pending, wire::kFrameHeaderBytes);

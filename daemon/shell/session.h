@@ -8,7 +8,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -44,8 +43,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // `dispatcher`, `settings` and `counters` must outlive the session.
   // `on_closed` runs once, when the session has closed its socket.
   Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
-          const config::DaemonSettings& settings, ShellCounters& counters,
-          ClosedHandler on_closed);
+          const config::DaemonSettings& settings, ShellCounters& counters, ClosedHandler on_closed);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

@@ -13,8 +13,9 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
   out.Clear();
   out.set_node_id(context.node_id);
   out.set_version(RLIMIT_VERSION);
-  out.set_uptime_ms(static_cast<std::uint64_t>(std::max<core::TimeUs>(0, now - context.started_us)) /
-                    core::kUsPerMs);
+  out.set_uptime_ms(
+      static_cast<std::uint64_t>(std::max<core::TimeUs>(0, now - context.started_us)) /
+      core::kUsPerMs);
   out.set_keys(limiter.key_count());
   out.set_max_keys(limiter.options().max_keys);
   out.set_config_source(context.config_source);

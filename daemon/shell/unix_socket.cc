@@ -101,7 +101,8 @@ RemoveResult remove_if_same(const std::string& path, const FileId& id) {
   const std::optional<FileId> now = file_id(path);
   if (!now) return RemoveResult::kGone;
   if (now->dev != id.dev || now->ino != id.ino) return RemoveResult::kReplaced;
-  if (::unlink(path.c_str()) != 0) return errno == ENOENT ? RemoveResult::kGone : RemoveResult::kFailed;
+  if (::unlink(path.c_str()) != 0)
+    return errno == ENOENT ? RemoveResult::kGone : RemoveResult::kFailed;
   return RemoveResult::kRemoved;
 }
 

@@ -143,11 +143,11 @@ TEST_F(DispatchTest, CheckFillsEveryRuleField) {
 
 TEST_F(DispatchTest, UnsetCostMeansOneAndZeroCostChargesNothing) {
   v1::Request request = check_request(1);
-  add_check(request, "alice");                  // unset: 1
-  add_check(request, "alice")->set_cost(0);     // a peek
+  add_check(request, "alice");               // unset: 1
+  add_check(request, "alice")->set_cost(0);  // a peek
   add_check(request, "alice")->set_cost(3);
-  add_check(request, "alice")->set_cost(2);     // 1 left: denied
-  add_check(request, "alice");                  // the denial charged nothing
+  add_check(request, "alice")->set_cost(2);  // 1 left: denied
+  add_check(request, "alice");               // the denial charged nothing
   ASSERT_FALSE(handle(request).error);
   const auto& results = response_.check().results();
   ASSERT_EQ(results.size(), 5);
@@ -189,13 +189,13 @@ TEST_F(DispatchTest, InlineLimitIsValidatedPerCheck) {
     inline_limit->set_burst(burst);
     return inline_limit;
   };
-  add_inline(1, 0, 0);                                                     // 0: period 0
+  add_inline(1, 0, 0);                                                    // 0: period 0
   add_inline(static_cast<std::uint64_t>(core::kMaxTokens) + 1, 1000, 0);  // 1: limit too big
   add_inline(2, 1000, static_cast<std::uint64_t>(core::kMaxTokens) + 1);  // 2: burst too big
   add_inline(2, UINT64_MAX, 0);                                           // 3: period overflows
   add_inline(2, 60'000, 0);                                               // 4: valid, burst = limit
-  add_inline(0, 0, 0)->set_key("");              // 5: empty InlineLimit: no inline limit
-  add_inline(3, 1000, 0)->set_key("");           // 6: numbers without a key
+  add_inline(0, 0, 0)->set_key("");     // 5: empty InlineLimit: no inline limit
+  add_inline(3, 1000, 0)->set_key("");  // 6: numbers without a key
   ASSERT_FALSE(handle(request).error);
   const auto& results = response_.check().results();
   ASSERT_EQ(results.size(), 7);
@@ -305,10 +305,10 @@ TEST_F(DispatchTest, StatusReportsIdentityRulesAndEveryCounter) {
   for_each_counter(ShellCounters{}, [&](std::string_view name, std::uint64_t) {
     EXPECT_TRUE(names.contains(std::string(name))) << name;
   });
-  for (const char* name : {"checks", "allowed", "denied", "invalid", "keys_evicted",
-                           "connections_rejected", "malformed_frames", "frames_too_large",
-                           "unknown_message_types", "too_many_checks", "truncated_frames",
-                           "reloads", "reload_failures"}) {
+  for (const char* name :
+       {"checks", "allowed", "denied", "invalid", "keys_evicted", "connections_rejected",
+        "malformed_frames", "frames_too_large", "unknown_message_types", "too_many_checks",
+        "truncated_frames", "reloads", "reload_failures"}) {
     EXPECT_TRUE(names.contains(name)) << name;
   }
   EXPECT_EQ(checks, 1u);
