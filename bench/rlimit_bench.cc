@@ -157,7 +157,7 @@ Result measure_daemon(const std::string& socket, const std::string& mode, int cl
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto start = Clock::now();
-  end = start + std::chrono::duration<double>(seconds);
+  end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   go.store(true);
   for (auto& t : threads) t.join();
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
