@@ -58,6 +58,7 @@ std::vector<Scenario> make_scenarios() {
       {"ip 10.0.0.7 POST login",
        {{"ip", "10.0.0.7"}, {"method", "POST"}, {"path", "/v1/accounts/login"}}},
       {"GET /api/search", {{"method", "GET"}, {"path", "/api/search"}}},
+      {"crawler ip 203.0.113.9", {{"ip", "203.0.113.9"}, {"method", "GET"}, {"path", "/catalog"}}},
       {"healthcheck GET /healthz",
        {{"user", "healthcheck"}, {"method", "GET"}, {"path", "/healthz"}}},
   };
