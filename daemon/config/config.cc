@@ -48,6 +48,7 @@ struct IntRange {
 };
 constexpr IntRange kMaxFrameBytesRange{64, 16 * 1024 * 1024};
 constexpr IntRange kMaxChecksPerFrameRange{1, 65'536};
+constexpr IntRange kMaxResponseBytesRange{1024, 256 * 1024 * 1024};
 constexpr IntRange kMaxConnectionsRange{1, 1'000'000};
 constexpr IntRange kMaxKeysRange{1, 1'000'000'000};
 constexpr IntRange kSweepBatchRange{1, 10'000'000};
@@ -65,7 +66,8 @@ constexpr std::string_view kDaemonKeys[] = {
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
     "max_connections", "max_keys",        "key_table_full",
     "inline_limits",   "sweep_interval",  "sweep_batch",
-    "shutdown_grace",  "max_rules",       "max_descriptors_per_check"};
+    "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
+    "max_response_bytes"};
 constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
                                           "burst", "algorithm", "override"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
@@ -400,6 +402,8 @@ class Loader {
       }
     }
     read_uint32(daemon, "max_frame_bytes", prefix, kMaxFrameBytesRange, out.max_frame_bytes);
+    read_uint32(daemon, "max_response_bytes", prefix, kMaxResponseBytesRange,
+                out.max_response_bytes);
     read_uint32(daemon, "max_checks_per_frame", prefix, kMaxChecksPerFrameRange,
                 out.max_checks_per_frame);
     read_uint32(daemon, "max_connections", prefix, kMaxConnectionsRange, out.max_connections);

@@ -18,7 +18,8 @@ struct DaemonSettings {
   std::string socket_path;       // default: wire::default_socket_path()
   std::uint32_t socket_mode = 0660;
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
-  std::uint32_t max_frame_bytes = 64 * 1024;
+  std::uint32_t max_frame_bytes = 64 * 1024;       // requests
+  std::uint32_t max_response_bytes = 16 * 1024 * 1024;
   std::uint32_t max_checks_per_frame = 1024;
   std::uint32_t max_connections = 1024;
   std::int64_t sweep_interval_us = 100'000;   // how often idle buckets are swept

@@ -203,7 +203,7 @@ void Dispatcher::decide(const v1::Check& check, core::TimeUs now, v1::CheckResul
 }
 
 bool Dispatcher::append_response(v1::Response& response, std::string& out) {
-  const std::uint32_t max_bytes = settings_.max_frame_bytes;
+  const std::uint32_t max_bytes = settings_.max_response_bytes;
   if (wire::append_message_frame(out, response, max_bytes)) return true;
 
   ++counters_.responses_too_large;
@@ -215,12 +215,12 @@ bool Dispatcher::append_response(v1::Response& response, std::string& out) {
   // The checks were decided (and charged); the client learns only that it
   // must send fewer per frame.
   set_error(response, was_check ? v1::Error::TOO_MANY_CHECKS : v1::Error::UNKNOWN,
-            "the answer (" + std::to_string(bytes) + " bytes) is above max_frame_bytes (" +
+            "the answer (" + std::to_string(bytes) + " bytes) is above max_response_bytes (" +
                 std::to_string(max_bytes) + ")" +
                 (was_check ? "; send fewer checks per frame" : ""),
             /*close=*/false);
   if (!wire::append_message_frame(out, response, max_bytes)) {
-    // Only a max_frame_bytes too small for an Error gets here; the client
+    // Only a max_response_bytes too small for an Error gets here; the client
     // still gets told why rather than nothing.
     wire::append_message_frame(out, response, UINT32_MAX);
   }

@@ -55,7 +55,7 @@ class Dispatcher {
   // Answers a frame whose header declared more than max_frame_bytes.
   Outcome frame_too_large(std::uint32_t declared_bytes, v1::Response& response);
 
-  // Appends `response`, framed, to `out`. An answer above max_frame_bytes
+  // Appends `response`, framed, to `out`. An answer above max_response_bytes
   // (the client would refuse it) is replaced in `response` by an Error, which
   // is appended instead; returns false then.
   bool append_response(v1::Response& response, std::string& out);

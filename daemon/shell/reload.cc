@@ -35,6 +35,7 @@ SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
 
   live("log_level", next.log_level, loaded.log_level);
   live("max_frame_bytes", next.max_frame_bytes, loaded.max_frame_bytes);
+  live("max_response_bytes", next.max_response_bytes, loaded.max_response_bytes);
   live("max_checks_per_frame", next.max_checks_per_frame, loaded.max_checks_per_frame);
   live("max_connections", next.max_connections, loaded.max_connections);
   live("sweep_interval_us", next.sweep_interval_us, loaded.sweep_interval_us);

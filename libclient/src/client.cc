@@ -352,12 +352,13 @@ struct Client::Impl {
   bool process_frames(Done&& done, Failure& failure) {
     while (!done()) {
       const std::string_view buffered(in.data() + in_offset, in.size() - in_offset);
-      const wire::FrameView frame = wire::next_frame(buffered, options.max_frame_bytes);
+      const wire::FrameView frame = wire::next_frame(
+          buffered, std::max(options.max_frame_bytes, wire::kDefaultMaxResponseBytes));
       if (frame.status == wire::FrameStatus::kNeedMore) break;
       if (frame.status == wire::FrameStatus::kTooLarge) {
         failure = {DecisionStatus::kProtocolError, "reply frame of " +
                                                        std::to_string(frame.declared_bytes) +
-                                                       " bytes exceeds max_frame_bytes"};
+                                                       " bytes is above the reply limit"};
         return false;
       }
       arena.Reset();

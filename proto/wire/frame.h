@@ -16,6 +16,9 @@ namespace rlimit::wire {
 
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 inline constexpr std::uint32_t kDefaultMaxFrameBytes = 64 * 1024;
+// Responses may be larger than requests (a batch of checks each matching
+// several rules); clients accept replies up to this size.
+inline constexpr std::uint32_t kDefaultMaxResponseBytes = 16 * 1024 * 1024;
 
 enum class FrameStatus {
   kComplete,  // `payload` holds one whole frame; drop `consumed` bytes.

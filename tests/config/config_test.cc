@@ -118,6 +118,8 @@ sweep_interval = "1s"
 sweep_batch = 500
 shutdown_grace = "0s"
 max_rules = 1
+max_descriptors_per_check = 8
+max_response_bytes = 1024
 )");
   ASSERT_TRUE(result.ok()) << all_errors(result);
   const DaemonSettings& d = result.config.daemon;
@@ -127,6 +129,8 @@ max_rules = 1
   EXPECT_EQ(d.log_level, "debug");
   EXPECT_EQ(d.max_frame_bytes, 16777216u);
   EXPECT_EQ(d.max_checks_per_frame, 1u);
+  EXPECT_EQ(d.limiter.max_descriptors_per_check, 8u);
+  EXPECT_EQ(d.max_response_bytes, 1024u);
   EXPECT_EQ(d.max_connections, 1'000'000u);
   EXPECT_EQ(d.limiter.max_keys, 1'000'000'000u);
   EXPECT_EQ(d.limiter.key_table_full, core::KeyTableFullPolicy::kDeny);

@@ -315,14 +315,14 @@ TEST_F(DispatchTest, StatusReportsIdentityRulesAndEveryCounter) {
   EXPECT_EQ(status_requests, 1u);
 }
 
-TEST_F(DispatchTest, AnswerAboveMaxFrameBytesBecomesAnError) {
-  settings_.max_frame_bytes = 200;
+TEST_F(DispatchTest, AnswerAboveMaxResponseBytesBecomesAnError) {
+  settings_.max_response_bytes = 200;
   v1::Request request = check_request(4);
   for (int i = 0; i < 20; ++i) add_check(request, "frank");
   ASSERT_FALSE(handle(request).error);
   std::string out;
   EXPECT_FALSE(dispatcher_.append_response(response_, out));
-  const wire::FrameView frame = wire::next_frame(out, settings_.max_frame_bytes);
+  const wire::FrameView frame = wire::next_frame(out, settings_.max_response_bytes);
   ASSERT_EQ(frame.status, wire::FrameStatus::kComplete);
   EXPECT_EQ(frame.consumed, out.size());
   v1::Response sent;
