@@ -28,8 +28,35 @@ struct DaemonSettings {
   core::LimiterOptions limiter;
 };
 
+enum class ClusterMode { kNone, kGossip, kMesh };
+
+// The [cluster] section. With mode kNone the daemon is a single node and
+// none of the rest matters.
+struct ClusterSettings {
+  ClusterMode mode = ClusterMode::kNone;
+  std::string name = "rlimit";         // must match on every node
+  std::string bind = "127.0.0.1:7946"; // host:port of the UDP (gossip) or TCP (mesh) peer socket
+  std::string advertise;               // host:port peers use to reach us; default: bind
+  std::vector<std::string> seeds;      // host:port
+  std::string secret_file;             // keyring: one secret per line, first signs; required unless mode is kNone
+  std::int64_t gossip_interval_us = 20'000;
+  std::uint32_t fanout = 3;
+  std::uint32_t mtu_bytes = 1400;
+  std::int64_t anti_entropy_interval_us = 1'000'000;
+  std::int64_t probe_interval_us = 500'000;
+  std::int64_t probe_timeout_us = 200'000;
+  std::uint32_t indirect_probes = 3;
+  std::int64_t suspicion_timeout_us = 2'000'000;
+  std::int64_t dead_retention_us = 60'000'000;
+  std::uint32_t max_members = 4096;
+  std::int64_t reconnect_backoff_min_us = 50'000;   // mesh
+  std::int64_t reconnect_backoff_max_us = 5'000'000;
+  std::uint32_t max_peer_queue_bytes = 4 * 1024 * 1024;  // mesh: queued output per peer connection
+};
+
 struct Config {
   DaemonSettings daemon;
+  ClusterSettings cluster;
   core::RuleSet rules;
   std::string source;  // file name, or "<built-in>"
 };

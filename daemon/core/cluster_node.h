@@ -1,0 +1,104 @@
+// One node of a cluster, pure: ties the Limiter's per-origin consumption
+// counters to membership and gossip. The shell (or the simulator) feeds it
+// received payloads and clock ticks and sends what it puts in the outbox;
+// nothing here touches a socket, a clock or a thread.
+//
+// Gossip: every gossip_interval_us the counters that changed (locally or by
+// news from a peer) are sent to `fanout` random live peers (every live peer
+// when fanout is 0: the mesh mode), packed into payloads of at most
+// max_payload_bytes, most recently changed first; what does not fit waits for
+// the next round. Each change is re-sent for a few rounds so it spreads
+// epidemically. Every anti_entropy_interval_us, one random live peer gets a
+// slice of all retained counters and answers with what it knows better, which
+// repairs anything lost.
+//
+// Not thread-safe: the same event loop that drives the Limiter drives this.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/limiter.h"
+#include "core/membership.h"
+#include "core/time.h"
+
+namespace rlimit::core {
+
+struct ClusterOptions {
+  std::string cluster_name = "rlimit";
+  MembershipOptions membership;        // node_id, address, incarnation, seeds, SWIM timers
+  TimeUs gossip_interval_us = 20'000;
+  std::uint32_t fanout = 3;            // 0: every live peer (mesh)
+  std::uint32_t max_payload_bytes = 1400 - 37;  // MTU minus the envelope
+  std::uint32_t max_packets_per_round = 16;     // per peer per gossip round; rest waits (counted)
+  std::uint32_t retransmit_rounds = 0;          // 0: ceil(log2(live + 1)) + 1
+  TimeUs anti_entropy_interval_us = 1'000'000;
+  std::uint32_t anti_entropy_entries = 2048;    // counters per anti-entropy push
+};
+
+struct ClusterStats {
+  std::uint64_t packets_out = 0;
+  std::uint64_t bytes_out = 0;
+  std::uint64_t packets_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t malformed_payloads = 0;  // did not decode
+  std::uint64_t foreign_cluster = 0;     // another cluster's name
+  std::uint64_t entries_sent = 0;
+  std::uint64_t entries_received = 0;
+  std::uint64_t entries_applied = 0;     // raised a counter
+  std::uint64_t tokens_charged_remote = 0;
+  std::uint64_t gossip_rounds = 0;
+  std::uint64_t gossip_backlog_deferred = 0;  // rounds that left changes for later
+  std::uint64_t anti_entropy_pushes = 0;
+};
+
+// A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the
+// shell wraps it in the authenticated envelope).
+struct OutPacket {
+  std::string address;
+  std::string payload;
+};
+
+class ClusterNode {
+ public:
+  // `limiter` must outlive the node and must have been built with
+  // LimiterOptions::replicated = true. `seed` drives every random choice.
+  ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t seed);
+
+  void start(TimeUs now);
+  // One received payload (already authenticated by the shell).
+  void on_payload(std::string_view payload, TimeUs now);
+  // Timers: gossip rounds, anti-entropy, membership. Call every few ms.
+  void tick(TimeUs now);
+  // Announces that this node leaves; send the outbox before exiting.
+  void leave(TimeUs now);
+
+  // What to send; the caller takes it and leaves it empty.
+  std::vector<OutPacket>& outbox() { return outbox_; }
+
+  const Membership& membership() const { return membership_; }
+  const ClusterStats& stats() const { return stats_; }
+  const ClusterOptions& options() const { return options_; }
+
+ private:
+  void send(OutMessage message);
+  void gossip_round(TimeUs now);
+  void anti_entropy(TimeUs now);
+  void on_counters(const peer::v1::PeerMessage& message, TimeUs now);
+
+  ClusterOptions options_;
+  Limiter& limiter_;
+  std::mt19937_64 rng_;
+  Membership membership_;
+  Outbox membership_out_;
+  std::vector<OutPacket> outbox_;
+  ClusterStats stats_;
+  TimeUs next_gossip_us_ = 0;
+  TimeUs next_anti_entropy_us_ = 0;
+  peer::v1::PeerMessage scratch_;
+};
+
+}  // namespace rlimit::core

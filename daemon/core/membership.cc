@@ -1,0 +1,1 @@
+// placeholder: membership lands with the cluster work

@@ -1,0 +1,136 @@
+// Cluster membership in the SWIM family, pure: messages and `now` in,
+// messages out. A node joins through any live seed and learns the rest by
+// gossip piggybacked on every message; failure detection is a direct probe,
+// then indirect probes through k peers, then suspicion with a timeout after
+// which the member is declared dead. A member refutes a suspicion about
+// itself by raising its seq. Graceful leave is announced.
+//
+// Versions: (incarnation, seq), compared lexicographically. `incarnation`
+// changes only when a process restarts (the shell passes a fresh, larger value
+// at start); `seq` rises when the member refutes. Update precedence, for a
+// member at version v:
+//   ALIVE(w)   applies if w > v
+//   SUSPECT(w) applies if w > v, or w == v and the member is ALIVE
+//   DEAD(w) / LEFT(w) apply if w >= v and the member is not DEAD/LEFT already
+// About itself, a node ignores DEAD/SUSPECT news by raising seq above it and
+// announcing ALIVE (unless it is leaving).
+//
+// Not thread-safe; deterministic given the seed and the inputs.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/time.h"
+#include "rlimit/v1/peer.pb.h"
+
+namespace rlimit::core {
+
+enum class MemberState { kAlive, kSuspect, kDead, kLeft };
+const char* member_state_name(MemberState state);
+
+struct Member {
+  std::string id;
+  std::string address;  // host:port of its peer socket
+  MemberState state = MemberState::kAlive;
+  std::uint64_t incarnation = 0;
+  std::uint64_t seq = 0;
+  TimeUs state_since_us = 0;  // when this node learned the current state
+  TimeUs last_heard_us = 0;   // last message received from it directly; 0 never
+};
+
+struct MembershipOptions {
+  std::string node_id;
+  std::string address;             // our own host:port as peers should reach it
+  std::uint64_t incarnation = 0;   // larger on every restart (the shell uses start time)
+  std::vector<std::string> seeds;  // host:port; our own address is skipped
+  TimeUs probe_interval_us = 500'000;     // one probe per interval (round-robin)
+  TimeUs probe_timeout_us = 200'000;      // direct ack deadline, then indirect probes
+  std::uint32_t indirect_probes = 3;      // k
+  TimeUs suspicion_timeout_us = 2'000'000;
+  TimeUs join_retry_interval_us = 1'000'000;   // re-send Join to seeds until joined
+  TimeUs dead_retention_us = 60'000'000;       // forget DEAD/LEFT members after this
+  std::uint32_t max_members = 4096;            // bound; extra members are dropped and counted
+  std::uint32_t max_piggyback = 8;             // member updates added per message
+  std::uint32_t retransmit_mult = 3;           // each update is piggybacked mult*ceil(log2(n+1)) times
+};
+
+struct MembershipStats {
+  std::uint64_t probes_sent = 0;
+  std::uint64_t indirect_probes_sent = 0;
+  std::uint64_t acks_received = 0;
+  std::uint64_t suspicions = 0;        // members this node marked SUSPECT
+  std::uint64_t deaths = 0;            // members this node marked DEAD (timeout or news)
+  std::uint64_t refutations = 0;       // times this node refuted news about itself
+  std::uint64_t joins_sent = 0;
+  std::uint64_t members_over_bound = 0;  // updates dropped because of max_members
+  std::uint64_t stale_updates = 0;       // updates older than what we know
+};
+
+// A message to send: `message` has its body and piggybacked members set; the
+// caller (ClusterNode) fills the cluster/from fields and serializes it.
+struct OutMessage {
+  std::string address;
+  peer::v1::PeerMessage message;
+};
+using Outbox = std::vector<OutMessage>;
+
+class Membership {
+ public:
+  // `seed` drives every random choice (probe order, indirect helpers).
+  Membership(MembershipOptions options, std::uint64_t seed);
+
+  // Sends Join to every seed (except ourselves). Call once.
+  void start(TimeUs now, Outbox& out);
+
+  // Handles one received message: its piggybacked members, and its body when
+  // the body is membership's (Ping, PingReq, Ack, Join, JoinReply, Leave).
+  // Any message from a member counts as hearing from it. Counters bodies are
+  // left to the caller.
+  void on_message(const peer::v1::PeerMessage& message, TimeUs now, Outbox& out);
+
+  // Runs timers: probes, probe and suspicion timeouts, join retries, and
+  // forgetting long-dead members. Call at least every probe_timeout_us / 4.
+  void tick(TimeUs now, Outbox& out);
+
+  // Announces LEFT to every live member; afterwards the node refutes nothing.
+  void leave(TimeUs now, Outbox& out);
+
+  // Adds up to max_piggyback pending updates to `message`.
+  void add_piggyback(peer::v1::PeerMessage& message);
+
+  // Members other than us that may receive traffic: ALIVE or SUSPECT.
+  std::vector<const Member*> live_peers() const;
+  // Everyone we know, ourselves first.
+  const std::vector<Member>& members() const { return members_; }
+  const Member& self() const { return members_.front(); }
+  // True once any other member has been heard from (or there are no seeds).
+  bool joined() const { return joined_; }
+  const MembershipStats& stats() const { return stats_; }
+
+ private:
+  // Implementation-defined; see membership.cc.
+  struct Probe;
+  struct PendingUpdate;
+  struct IndirectRequest;
+
+  MembershipOptions options_;
+  std::mt19937_64 rng_;
+  std::vector<Member> members_;  // [0] is self
+  bool joined_ = false;
+  bool leaving_ = false;
+  MembershipStats stats_;
+  std::vector<Probe> probes_;
+  std::vector<PendingUpdate> pending_updates_;
+  std::vector<IndirectRequest> indirect_requests_;
+  std::vector<std::size_t> probe_order_;
+  std::size_t probe_cursor_ = 0;
+  TimeUs next_probe_us_ = 0;
+  TimeUs next_join_us_ = 0;
+  std::uint64_t next_probe_id_ = 1;
+};
+
+}  // namespace rlimit::core
