@@ -1,1 +1,294 @@
-// placeholder
+#include "core/cluster_node.h"
+
+#include <algorithm>
+#include <bit>
+#include <unordered_map>
+
+namespace rlimit::core {
+namespace {
+
+using peer::v1::Counters;
+using peer::v1::PeerMessage;
+
+// Room kept free for piggybacked membership news and the message header when
+// filling a payload with counters.
+constexpr std::size_t kCounterSlackBytes = 16;
+
+std::uint16_t default_rounds(std::size_t live_peers) {
+  // Epidemic spread reaches everyone in about log2(n) rounds; one more for luck.
+  return static_cast<std::uint16_t>(std::bit_width(live_peers + 1) + 1);
+}
+
+// Builds Counters payloads of at most `max_bytes`, interning origins per message.
+class CounterPacker {
+ public:
+  CounterPacker(const Ledger& ledger, PeerMessage base, std::size_t max_bytes)
+      : ledger_(ledger), base_(std::move(base)), max_bytes_(max_bytes) {
+    start();
+  }
+
+  // Adds every entry of `key`. Returns false (adding nothing) if the current
+  // payload is full and `may_open` is false; otherwise opens a new payload as
+  // needed. A key too large for an empty payload is skipped (returns true).
+  bool add(const std::string& key, const Ledger::KeyState& state, bool may_open) {
+    if (state.entries.empty()) return true;
+    const std::size_t before = current_.ByteSizeLong();
+    const std::size_t mark = static_cast<std::size_t>(counters()->entries_size());
+    const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
+    for (const Ledger::Entry& e : state.entries) {
+      auto* entry = counters()->add_entries();
+      entry->set_key(key);
+      entry->set_origin(local_origin(e.origin));
+      entry->set_incarnation(e.incarnation);
+      entry->set_consumed(e.consumed);
+    }
+    if (current_.ByteSizeLong() + kCounterSlackBytes <= max_bytes_) return true;
+    // Undo and retry in a fresh payload.
+    counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
+                                                 counters()->entries_size() - static_cast<int>(mark));
+    while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
+      origin_slots_.erase(counters()->origins(counters()->origins_size() - 1));
+      counters()->mutable_origins()->RemoveLast();
+    }
+    if (before <= base_bytes_) return true;  // cannot fit even alone: skip it
+    if (!may_open) return false;
+    finish();
+    return add(key, state, false) || true;
+  }
+
+  std::size_t entries() const { return static_cast<std::size_t>(counters()->entries_size()); }
+  std::vector<PeerMessage> take() {
+    if (entries() > 0) finish();
+    return std::move(done_);
+  }
+  std::size_t finished() const { return done_.size(); }
+
+ private:
+  Counters* counters() { return current_.mutable_counters(); }
+  const Counters* counters() const { return &current_.counters(); }
+
+  std::uint32_t local_origin(std::uint32_t origin) {
+    const std::string& name = ledger_.origin_name(origin);
+    auto it = origin_slots_.find(name);
+    if (it != origin_slots_.end()) return it->second;
+    const auto slot = static_cast<std::uint32_t>(counters()->origins_size());
+    counters()->add_origins(name);
+    origin_slots_.emplace(name, slot);
+    return slot;
+  }
+  void start() {
+    current_ = base_;
+    current_.mutable_counters();
+    base_bytes_ = current_.ByteSizeLong();
+    origin_slots_.clear();
+  }
+  void finish() {
+    done_.push_back(std::move(current_));
+    start();
+  }
+
+  const Ledger& ledger_;
+  PeerMessage base_;
+  std::size_t max_bytes_;
+  PeerMessage current_;
+  std::size_t base_bytes_ = 0;
+  std::unordered_map<std::string, std::uint32_t> origin_slots_;
+  std::vector<PeerMessage> done_;
+};
+
+}  // namespace
+
+ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t seed)
+    : options_(std::move(options)),
+      limiter_(limiter),
+      rng_(seed),
+      membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull) {}
+
+void ClusterNode::start(TimeUs now) {
+  limiter_.enable_replication(options_.membership.node_id, options_.membership.incarnation, now);
+  membership_.start(now, membership_out_);
+  next_gossip_us_ = now + options_.gossip_interval_us;
+  next_anti_entropy_us_ = now + options_.anti_entropy_interval_us;
+  for (OutMessage& m : membership_out_) send(std::move(m));
+  membership_out_.clear();
+}
+
+void ClusterNode::send(OutMessage message) {
+  PeerMessage& m = message.message;
+  m.set_cluster(options_.cluster_name);
+  const Member& self = membership_.self();
+  m.set_from_id(self.id);
+  m.set_from_address(self.address);
+  m.set_from_incarnation(self.incarnation);
+  if (m.members_size() == 0) membership_.add_piggyback(m);
+  OutPacket packet;
+  packet.address = std::move(message.address);
+  m.SerializeToString(&packet.payload);
+  ++stats_.packets_out;
+  stats_.bytes_out += packet.payload.size();
+  outbox_.push_back(std::move(packet));
+}
+
+void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
+  ++stats_.packets_in;
+  stats_.bytes_in += payload.size();
+  if (!scratch_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    ++stats_.malformed_payloads;
+    return;
+  }
+  if (scratch_.cluster() != options_.cluster_name) {
+    ++stats_.foreign_cluster;
+    return;
+  }
+  if (scratch_.from_id().empty() || scratch_.from_id() == membership_.self().id) {
+    ++stats_.malformed_payloads;  // nameless, or our own echo: nothing to learn
+    return;
+  }
+  membership_.on_message(scratch_, now, membership_out_);
+  if (scratch_.has_counters()) on_counters(scratch_, now);
+  for (OutMessage& m : membership_out_) send(std::move(m));
+  membership_out_.clear();
+}
+
+void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
+  const Counters& counters = message.counters();
+  const int origin_count = counters.origins_size();
+  for (const peer::v1::CounterEntry& entry : counters.entries()) {
+    ++stats_.entries_received;
+    if (entry.origin() >= static_cast<std::uint32_t>(origin_count) || entry.key().empty()) {
+      ++stats_.malformed_payloads;
+      continue;
+    }
+    const std::uint64_t increase = limiter_.merge_remote(
+        entry.key(), counters.origins(static_cast<int>(entry.origin())), entry.incarnation(),
+        entry.consumed(), now);
+    if (increase > 0) {
+      ++stats_.entries_applied;
+      stats_.tokens_charged_remote += increase;
+    }
+  }
+  if (!counters.anti_entropy()) return;
+
+  // Push-pull: answer with every key of the push where we know something the
+  // sender did not say (an entry it lacks or holds lower).
+  std::unordered_map<std::string_view, std::vector<const peer::v1::CounterEntry*>> offered;
+  for (const peer::v1::CounterEntry& entry : counters.entries()) offered[entry.key()].push_back(&entry);
+  const Ledger& ledger = limiter_.ledger();
+  OutMessage base;
+  base.message.set_cluster(options_.cluster_name);
+  CounterPacker packer(ledger, base.message, options_.max_payload_bytes);
+  for (const auto& [key, theirs] : offered) {
+    const Ledger::KeyState* state = ledger.find(key);
+    if (state == nullptr) continue;
+    bool ahead = false;
+    for (const Ledger::Entry& mine : state->entries) {
+      const std::string& origin = ledger.origin_name(mine.origin);
+      bool covered = false;
+      for (const peer::v1::CounterEntry* t : theirs) {
+        if (t->incarnation() == mine.incarnation &&
+            counters.origins(static_cast<int>(t->origin())) == origin &&
+            t->consumed() >= mine.consumed) {
+          covered = true;
+          break;
+        }
+      }
+      if (!covered) ahead = true;
+    }
+    if (ahead) packer.add(std::string(key), *state, true);
+  }
+  for (PeerMessage& m : packer.take()) {
+    m.mutable_counters()->set_reply(true);
+    send({message.from_address(), std::move(m)});
+  }
+}
+
+void ClusterNode::tick(TimeUs now) {
+  membership_.tick(now, membership_out_);
+  for (OutMessage& m : membership_out_) send(std::move(m));
+  membership_out_.clear();
+  if (now >= next_gossip_us_) {
+    next_gossip_us_ = now + options_.gossip_interval_us;
+    gossip_round(now);
+  }
+  if (now >= next_anti_entropy_us_) {
+    next_anti_entropy_us_ = now + options_.anti_entropy_interval_us;
+    anti_entropy(now);
+  }
+}
+
+void ClusterNode::gossip_round(TimeUs now) {
+  Ledger& ledger = limiter_.ledger();
+  std::vector<const Member*> peers = membership_.live_peers();
+  ledger.set_retransmit_rounds(options_.retransmit_rounds > 0
+                                   ? static_cast<std::uint16_t>(options_.retransmit_rounds)
+                                   : default_rounds(peers.size()));
+  if (ledger.changed().empty() || peers.empty()) return;
+  ++stats_.gossip_rounds;
+  if (options_.fanout > 0 && peers.size() > options_.fanout) {
+    // A partial Fisher-Yates picks `fanout` distinct peers.
+    for (std::size_t i = 0; i < options_.fanout; ++i) {
+      std::uniform_int_distribution<std::size_t> pick(i, peers.size() - 1);
+      std::swap(peers[i], peers[pick(rng_)]);
+    }
+    peers.resize(options_.fanout);
+  }
+
+  // Newest changes first; what does not fit in this round's packets waits.
+  PeerMessage base;
+  base.set_cluster(options_.cluster_name);
+  CounterPacker packer(ledger, base, options_.max_payload_bytes);
+  const std::vector<std::string>& changed = ledger.changed();
+  std::vector<std::string> sent_keys;
+  bool deferred = false;
+  for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
+    const Ledger::KeyState* state = ledger.find(*it);
+    if (state == nullptr || state->sends_left == 0) continue;
+    const bool may_open = packer.finished() + 1 < options_.max_packets_per_round;
+    if (!packer.add(*it, *state, may_open)) {
+      deferred = true;
+      break;
+    }
+    sent_keys.push_back(*it);
+  }
+  if (deferred) ++stats_.gossip_backlog_deferred;
+  std::vector<PeerMessage> packets = packer.take();
+  for (const std::string& key : sent_keys) ledger.sent(key);
+  ledger.compact_changed();
+  for (const PeerMessage& packet : packets) {
+    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
+    for (const Member* peer : peers) send({peer->address, packet});
+  }
+}
+
+void ClusterNode::anti_entropy(TimeUs now) {
+  const std::vector<const Member*> peers = membership_.live_peers();
+  if (peers.empty()) return;
+  std::uniform_int_distribution<std::size_t> pick(0, peers.size() - 1);
+  const Member* peer = peers[pick(rng_)];
+  Ledger& ledger = limiter_.ledger();
+  PeerMessage base;
+  base.set_cluster(options_.cluster_name);
+  CounterPacker packer(ledger, base, options_.max_payload_bytes);
+  // Only entries that changed within half their retention: older ones are
+  // converged, and a peer may already have forgotten them (see ledger.h).
+  ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
+                                                        const Ledger::KeyState& state) {
+    if (now - state.changed_us < limiter_.counter_retention_us(key) / 2) packer.add(key, state, true);
+  });
+  std::vector<PeerMessage> packets = packer.take();
+  if (packets.empty()) return;
+  ++stats_.anti_entropy_pushes;
+  for (PeerMessage& packet : packets) {
+    packet.mutable_counters()->set_anti_entropy(true);
+    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
+    send({peer->address, std::move(packet)});
+  }
+}
+
+void ClusterNode::leave(TimeUs now) {
+  membership_.leave(now, membership_out_);
+  for (OutMessage& m : membership_out_) send(std::move(m));
+  membership_out_.clear();
+}
+
+}  // namespace rlimit::core

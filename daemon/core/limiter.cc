@@ -8,13 +8,18 @@
 namespace rlimit::core {
 namespace {
 
-// Bucket keys: [rule uid: 4 bytes][override: 1 byte][rest]. For rules, the
-// rest is each `each` descriptor value as [length: 4 bytes][bytes], in the
-// rule's (sorted) match order. Inline limits use uid 0 and carry their
-// parameters in the key, so two services asking for the same key with
-// different limits get different buckets and the sweep can rebuild params.
-constexpr std::size_t kKeyHeaderBytes = 5;
-constexpr std::uint32_t kInlineUid = 0;
+// Bucket keys: [rule fingerprint: 8 bytes][override: 1 byte][rest]. The
+// fingerprint hashes the rule's whole definition, so every node with the same
+// rule names the same bucket with the same bytes (the cluster exchanges
+// counters by key), and a reload that changes a rule changes its keys. For
+// rules, the rest is each `each` descriptor value as [length: 4][bytes], in
+// the rule's (sorted) match order. Inline limits use fingerprint 0 and carry
+// their parameters in the key, so two services asking for the same key with
+// different limits get different buckets, and any node can rebuild the
+// parameters from the key alone.
+constexpr std::size_t kKeyHeaderBytes = 9;
+constexpr std::uint64_t kInlineFingerprint = 0;
+constexpr std::size_t kInlineKeyBytes = kKeyHeaderBytes + 24;
 // Buckets visited, at most, to make room when a new key meets a full table.
 constexpr std::size_t kMakeRoomVisits = 64;
 
@@ -24,16 +29,48 @@ void append_u32(std::string& out, std::uint32_t v) {
   out.append(bytes, 4);
 }
 
-void append_i64(std::string& out, std::int64_t v) {
+void append_u64(std::string& out, std::uint64_t v) {
   char bytes[8];
   std::memcpy(bytes, &v, 8);
   out.append(bytes, 8);
 }
 
-std::uint32_t read_u32(std::string_view key, std::size_t at) {
-  std::uint32_t v;
-  std::memcpy(&v, key.data() + at, 4);
+std::uint64_t read_u64(std::string_view key, std::size_t at) {
+  std::uint64_t v;
+  std::memcpy(&v, key.data() + at, 8);
   return v;
+}
+
+// FNV-1a, 64 bits: stable across builds and hosts, unlike std::hash.
+std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 14695981039346656037ull) {
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string describe_params(const BucketParams& p) {
+  return std::to_string(p.limit) + "/" + std::to_string(p.period_us) + "/" + std::to_string(p.burst);
+}
+
+// Hashes everything that defines a rule's buckets. Never 0 (the inline space).
+std::uint64_t fingerprint(const Rule& rule) {
+  std::string text = rule.name + '\0' + rule.describe_match() + '\0' + describe_params(rule.params) +
+                     '\0' + algorithm_name(rule.algorithm);
+  for (const Override& o : rule.overrides) {
+    text += '\0';
+    for (const DescriptorMatch& m : o.match) text += m.key + "=" + m.value.describe() + ",";
+    text += describe_params(o.params);
+  }
+  const std::uint64_t hash = fnv1a(text);
+  return hash == kInlineFingerprint ? 1 : hash;
+}
+
+void append_i64(std::string& out, std::int64_t v) {
+  char bytes[8];
+  std::memcpy(bytes, &v, 8);
+  out.append(bytes, 8);
 }
 
 std::int64_t read_i64(std::string_view key, std::size_t at) {
@@ -61,8 +98,8 @@ bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Desc
 
 struct Limiter::CompiledRules {
   RuleSet set;
-  std::vector<std::uint32_t> uids;                      // parallel to set.rules
-  std::unordered_map<std::uint32_t, std::size_t> by_uid;  // uid -> rule index
+  std::vector<std::uint64_t> fingerprints;                         // parallel to set.rules
+  std::unordered_map<std::uint64_t, std::size_t> by_fingerprint;  // -> rule index
   // Per exemption: indices of the rules it skips (empty: all).
   std::vector<std::vector<std::size_t>> exempt_rules;
 };
@@ -111,22 +148,16 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   std::size_t still_present = 0;
   for (const Rule& rule : rules.rules) {
     auto old = old_by_name.find(rule.name);
-    std::uint32_t uid;
     if (old == old_by_name.end()) {
-      uid = next_rule_uid_++;
       ++summary.added;
     } else {
       ++still_present;
-      if (compiled_->set.rules[old->second].same_definition(rule)) {
-        uid = compiled_->uids[old->second];
-        ++summary.kept;
-      } else {
-        uid = next_rule_uid_++;
-        ++summary.changed;
-      }
+      // Same definition, same fingerprint: its buckets simply stay.
+      ++(compiled_->set.rules[old->second].same_definition(rule) ? summary.kept : summary.changed);
     }
-    next->by_uid.emplace(uid, next->uids.size());
-    next->uids.push_back(uid);
+    const std::uint64_t fp = fingerprint(rule);
+    next->by_fingerprint.emplace(fp, next->fingerprints.size());
+    next->fingerprints.push_back(fp);
   }
   summary.removed = old_by_name.size() - still_present;
   std::unordered_map<std::string_view, std::size_t> new_by_name;
@@ -221,7 +252,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     p.name = rule.name;
     p.params = *params;
     p.key_offset = key_scratch_.size();
-    append_u32(key_scratch_, compiled.uids[r]);
+    append_u64(key_scratch_, compiled.fingerprints[r]);
     key_scratch_.push_back(static_cast<char>(override_index));
     for (const DescriptorMatch& m : rule.match) {
       if (!m.value.each) continue;
@@ -236,7 +267,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     p.name = input.inline_limit->key;
     p.params = input.inline_limit->params;
     p.key_offset = key_scratch_.size();
-    append_u32(key_scratch_, kInlineUid);
+    append_u64(key_scratch_, kInlineFingerprint);
     key_scratch_.push_back(0);
     append_i64(key_scratch_, p.params.limit);
     append_i64(key_scratch_, p.params.period_us);
@@ -299,6 +330,10 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         ++stats_.keys_created;
       }
       p.bucket->charge(input.cost);
+      if (options_.replicated) {
+        ledger_.add_local(std::string_view(key_scratch_.data() + p.key_offset, p.key_bytes),
+                          static_cast<std::uint64_t>(input.cost), now);
+      }
     }
     const TokenBucket& bucket = p.current();
     RuleVerdict& v = out.rules.emplace_back();
@@ -311,27 +346,91 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   }
 }
 
-std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
+std::optional<BucketParams> Limiter::params_for_key(std::string_view key) const {
+  if (key.size() < kKeyHeaderBytes) return std::nullopt;
+  const std::uint64_t fp = read_u64(key, 0);
+  if (fp == kInlineFingerprint) {
+    if (key.size() < kInlineKeyBytes) return std::nullopt;
+    const BucketParams params{read_i64(key, kKeyHeaderBytes), read_i64(key, kKeyHeaderBytes + 8),
+                              read_i64(key, kKeyHeaderBytes + 16)};
+    if (validate(params) != nullptr) return std::nullopt;
+    return params;
+  }
   const CompiledRules& compiled = *compiled_;
-  const std::size_t evicted = table_.sweep(max_visits, [&](std::string_view key, const TokenBucket& b) {
-    assert(key.size() >= kKeyHeaderBytes);
-    const std::uint32_t uid = read_u32(key, 0);
-    BucketParams params;
-    if (uid == kInlineUid) {
-      params = {read_i64(key, kKeyHeaderBytes), read_i64(key, kKeyHeaderBytes + 8),
-                read_i64(key, kKeyHeaderBytes + 16)};
-    } else {
-      auto it = compiled.by_uid.find(uid);
-      if (it == compiled.by_uid.end()) return true;  // its rule changed or left
-      const Rule& rule = compiled.set.rules[it->second];
-      const auto override_index = static_cast<std::uint8_t>(key[4]);
-      params = override_index == 0 ? rule.params : rule.overrides[override_index - 1].params;
+  auto it = compiled.by_fingerprint.find(fp);
+  if (it == compiled.by_fingerprint.end()) return std::nullopt;  // changed, removed, or not ours
+  const Rule& rule = compiled.set.rules[it->second];
+  const auto override_index = static_cast<std::uint8_t>(key[8]);
+  if (override_index == 0) return rule.params;
+  if (override_index > rule.overrides.size()) return std::nullopt;
+  return rule.overrides[override_index - 1].params;
+}
+
+TimeUs Limiter::counter_retention_us(std::string_view key) const {
+  const std::optional<BucketParams> params = params_for_key(key);
+  const TimeUs periods = params ? 2 * params->period_us : 0;
+  return std::max(options_.counter_retention_min_us, periods);
+}
+
+void Limiter::enable_replication(std::string origin_id, std::uint64_t incarnation, TimeUs now) {
+  options_.replicated = true;
+  ledger_.set_self(std::move(origin_id), incarnation, now);
+}
+
+std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origin,
+                                    std::uint64_t incarnation, std::uint64_t consumed,
+                                    TimeUs now) {
+  const std::uint32_t origin_index = ledger_.intern_origin(origin);
+  if (origin_index == Ledger::kNoOrigin) return 0;
+  const std::uint64_t increase = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  if (increase == 0) return 0;
+  ++stats_.remote_increases;
+  const std::optional<BucketParams> params = params_for_key(key);
+  if (!params) {
+    // Kept and passed on (peers with the rule need it), but nothing to charge.
+    ++stats_.remote_unknown_keys;
+    return increase;
+  }
+  TokenBucket* bucket = table_.find(key);
+  if (bucket == nullptr) {
+    bucket = table_.insert(key, TokenBucket::full(*params, now));
+    if (bucket == nullptr) {
+      ++stats_.remote_charges_dropped;
+      return increase;
     }
+    ++stats_.keys_created;
+  } else {
+    bucket->refill(*params, now);
+  }
+  const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(increase, kMaxTokens));
+  bucket->charge(charge);
+  stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
+  return increase;
+}
+
+std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
+  const std::size_t evicted = table_.sweep(max_visits, [&](std::string_view key, const TokenBucket& b) {
+    const std::optional<BucketParams> params = params_for_key(key);
+    if (!params) return true;  // its rule changed or left
     TokenBucket probe = b;
-    probe.refill(params, now);
-    return probe.is_full(params);  // a full bucket is the same as a fresh one
+    probe.refill(*params, now);
+    return probe.is_full(*params);  // a full bucket is the same as a fresh one
   });
   stats_.keys_evicted += evicted;
+  if (options_.replicated) {
+    // Counters go only when idle for their retention and their debt is
+    // repaid: forgetting earlier would lose consumption still in force.
+    stats_.counter_keys_forgotten +=
+        ledger_.sweep(max_visits, [&](const std::string& key, const Ledger::KeyState& state) {
+          if (now - state.changed_us < counter_retention_us(key)) return false;
+          const TokenBucket* bucket = table_.find(key);
+          const std::optional<BucketParams> params = params_for_key(key);
+          if (bucket == nullptr || !params) return true;
+          TokenBucket probe = *bucket;
+          probe.refill(*params, now);
+          return probe.is_full(*params);
+        });
+  }
   return evicted;
 }
 

@@ -8,12 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/key_table.h"
+#include "core/ledger.h"
 #include "core/rule.h"
 #include "core/time.h"
 
@@ -27,6 +29,12 @@ struct LimiterOptions {
   bool allow_inline_limits = true;
   // Bounds the per-check work (descriptor lookups are linear).
   std::size_t max_descriptors_per_check = 64;
+  // Cluster: keep per-origin consumption counters (see ledger.h) so peers can
+  // exchange them. Off on a single node.
+  bool replicated = false;
+  // Counters of an idle key are kept at least this long, and at least two of
+  // the key's periods, after their last change.
+  TimeUs counter_retention_min_us = 60'000'000;
 };
 
 struct Descriptor {
@@ -77,6 +85,12 @@ struct LimiterStats {
   std::uint64_t keys_created = 0;
   std::uint64_t keys_evicted = 0;
   std::uint64_t clock_went_back = 0;  // `now` earlier than a bucket's time
+  // Cluster.
+  std::uint64_t remote_increases = 0;        // counter entries that raised what we knew
+  std::uint64_t remote_tokens_charged = 0;   // tokens charged into buckets for peers
+  std::uint64_t remote_unknown_keys = 0;     // keys of rules this node does not have
+  std::uint64_t remote_charges_dropped = 0;  // no bucket could be made (key table full)
+  std::uint64_t counter_keys_forgotten = 0;  // ledger keys garbage-collected
 };
 
 struct ReplaceSummary {
@@ -106,6 +120,18 @@ class Limiter {
   // Returns how many were evicted. Call it periodically.
   std::size_t sweep(TimeUs now, std::size_t max_visits);
 
+  // Cluster: start keeping counters as origin `origin_id`, process
+  // incarnation `incarnation` (larger on every restart), at time `now`.
+  void enable_replication(std::string origin_id, std::uint64_t incarnation, TimeUs now);
+  // Merges a peer's absolute counter for `key`; charges the bucket with what
+  // it adds to what we knew. Returns that increase (0 for old news).
+  std::uint64_t merge_remote(std::string_view key, std::string_view origin,
+                             std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
+  Ledger& ledger() { return ledger_; }
+  const Ledger& ledger() const { return ledger_; }
+  // How long the counters of `key` are kept after their last change.
+  TimeUs counter_retention_us(std::string_view key) const;
+
   const RuleSet& rules() const;
   const LimiterStats& stats() const { return stats_; }
   std::size_t key_count() const { return table_.size(); }
@@ -117,9 +143,13 @@ class Limiter {
 
   std::shared_ptr<const CompiledRules> compiled_;
   LimiterOptions options_;
+  // The parameters of the bucket `key` names, if its rule (or the inline
+  // limit encoded in it) is known here.
+  std::optional<BucketParams> params_for_key(std::string_view key) const;
+
   KeyTable table_;
+  Ledger ledger_;
   LimiterStats stats_;
-  std::uint32_t next_rule_uid_ = 1;  // 0 is the inline-limit space
   // Scratch space reused across checks, so a check does not allocate.
   struct Pending;
   std::vector<Pending> pending_;

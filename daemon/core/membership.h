@@ -82,6 +82,11 @@ class Membership {
  public:
   // `seed` drives every random choice (probe order, indirect helpers).
   Membership(MembershipOptions options, std::uint64_t seed);
+  // Out of line (membership.cc must say `Membership::~Membership() = default;`)
+  // because the private record types below are complete only there.
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
 
   // Sends Join to every seed (except ourselves). Call once.
   void start(TimeUs now, Outbox& out);

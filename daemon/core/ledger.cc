@@ -1,0 +1,140 @@
+#include "core/ledger.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace rlimit::core {
+namespace {
+
+// Walks hash buckets of `map` from `cursor`, calling f(key, value) until it
+// returns false or `max_visits` entries were seen. Advances the cursor.
+template <typename Map, typename F>
+void walk(Map& map, std::size_t& cursor, std::size_t max_visits, F&& f) {
+  if (map.empty()) return;
+  const std::size_t bucket_count = map.bucket_count();
+  const std::size_t max_walk = std::min(bucket_count, 2 * max_visits + 1);
+  std::size_t visited = 0;
+  for (std::size_t walked = 0; walked < max_walk && visited < max_visits; ++walked) {
+    const std::size_t b = cursor % bucket_count;
+    cursor = b + 1;
+    for (auto it = map.begin(b); it != map.end(b); ++it) {
+      ++visited;
+      f(it->first, it->second);
+    }
+  }
+}
+
+}  // namespace
+
+void Ledger::set_self(std::string origin_id, std::uint64_t incarnation, TimeUs start_us) {
+  origin_index_.erase(origins_.front());
+  origins_.front() = std::move(origin_id);
+  origin_index_[origins_.front()] = 0;
+  incarnation_ = incarnation;
+  start_us_ = start_us;
+}
+
+std::uint32_t Ledger::intern_origin(std::string_view id) {
+  auto it = origin_index_.find(id);
+  if (it != origin_index_.end()) return it->second;
+  if (origins_.size() >= kMaxOrigins) {
+    ++origins_over_bound_;
+    return kNoOrigin;
+  }
+  origins_.emplace_back(id);
+  const auto index = static_cast<std::uint32_t>(origins_.size() - 1);
+  origin_index_.emplace(origins_.back(), index);
+  return index;
+}
+
+Ledger::KeyState& Ledger::touch(std::string_view key, TimeUs now) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  KeyState& state = it->second;
+  state.changed_us = std::max(state.changed_us, now);
+  state.sends_left = retransmit_rounds_;
+  if (!state.queued) {
+    state.queued = true;
+    changed_.push_back(it->first);
+  }
+  return state;
+}
+
+void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
+  if (cost == 0) return;
+  KeyState& state = touch(key, now);
+  if (state.own < 0) {
+    // A fresh entry: incarnation = process incarnation + time since start, so
+    // it is larger than any entry this origin made for this key before.
+    const auto elapsed = static_cast<std::uint64_t>(std::max<TimeUs>(0, now - start_us_));
+    state.entries.push_back({0, incarnation_ + elapsed, 0});
+    state.own = static_cast<std::int32_t>(state.entries.size() - 1);
+  }
+  state.entries[static_cast<std::size_t>(state.own)].consumed += cost;
+}
+
+std::uint64_t Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
+                            std::uint64_t consumed, TimeUs now) {
+  assert(origin < origins_.size());
+  auto it = keys_.find(key);
+  if (it != keys_.end()) {
+    KeyState& state = it->second;
+    for (std::size_t i = 0; i < state.entries.size(); ++i) {
+      Entry& e = state.entries[i];
+      if (e.origin != origin || e.incarnation != incarnation) continue;
+      // Our own live entry only ever grows here; peers merely echo it.
+      if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return 0;
+      const std::uint64_t increase = consumed - e.consumed;
+      e.consumed = consumed;
+      touch(key, now);
+      return increase;
+    }
+  }
+  if (consumed == 0) return 0;
+  KeyState& state = touch(key, now);
+  state.entries.push_back({origin, incarnation, consumed});
+  return consumed;
+}
+
+const Ledger::KeyState* Ledger::find(std::string_view key) const {
+  auto it = keys_.find(key);
+  return it == keys_.end() ? nullptr : &it->second;
+}
+
+void Ledger::sent(std::string_view key) {
+  auto it = keys_.find(key);
+  if (it != keys_.end() && it->second.sends_left > 0) --it->second.sends_left;
+}
+
+void Ledger::compact_changed() {
+  std::size_t kept = 0;
+  for (std::string& key : changed_) {
+    auto it = keys_.find(key);
+    if (it == keys_.end()) continue;
+    if (it->second.sends_left == 0) {
+      it->second.queued = false;
+      continue;
+    }
+    changed_[kept++] = std::move(key);
+  }
+  changed_.resize(kept);
+}
+
+void Ledger::visit_slice(std::size_t max_visits,
+                         const std::function<void(const std::string&, const KeyState&)>& visit) {
+  walk(keys_, slice_cursor_, max_visits, [&](const std::string& key, const KeyState& state) {
+    visit(key, state);
+  });
+}
+
+std::size_t Ledger::sweep(std::size_t max_visits,
+                          const std::function<bool(const std::string&, const KeyState&)>& forget) {
+  std::vector<std::string> doomed;
+  walk(keys_, sweep_cursor_, max_visits, [&](const std::string& key, const KeyState& state) {
+    if (!state.queued && forget(key, state)) doomed.push_back(key);
+  });
+  for (const std::string& key : doomed) keys_.erase(key);
+  return doomed.size();
+}
+
+}  // namespace rlimit::core

@@ -1,0 +1,115 @@
+// The replicated state of a cluster: for each bucket key, the cumulative cost
+// each origin consumed from it (a grow-only counter entry per origin and
+// incarnation). Values only grow and merge by max, so loss, duplication,
+// reordering and resending neither lose nor double-count consumption.
+//
+// A node's own entry for a key is tagged with an incarnation made of its
+// process incarnation plus the monotonic time since start at the moment the
+// entry was created: after the entry is garbage-collected, a later entry for
+// the same key starts at zero under a larger incarnation, so a peer still
+// holding the old value never mistakes the new one for old news.
+//
+// Garbage collection (see docs/cluster.md): a key's entries are forgotten
+// once none changed for its retention time and its bucket is full (all debt
+// repaid). Anti-entropy offers only entries that changed within half the
+// retention, so by the time any node forgets a key, no peer offers it again.
+//
+// Not thread-safe; owned by one Limiter.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+
+class Ledger {
+ public:
+  struct Entry {
+    std::uint32_t origin = 0;  // index into origins()
+    std::uint64_t incarnation = 0;
+    std::uint64_t consumed = 0;
+  };
+  struct KeyState {
+    std::vector<Entry> entries;
+    TimeUs changed_us = 0;        // last time any entry grew (our clock)
+    std::int32_t own = -1;        // index of our own entry, -1 none
+    std::uint16_t sends_left = 0; // gossip rounds this key is still sent in
+    bool queued = false;          // in the changed list
+  };
+
+  // Our identity: `origin_id` (the node id) and the process incarnation,
+  // taken at monotonic time `start_us`.
+  void set_self(std::string origin_id, std::uint64_t incarnation, TimeUs start_us);
+  const std::string& self_id() const { return origins_.front(); }
+
+  // Interns an origin name. Returns nullopt-like UINT32_MAX when max_origins
+  // are known already (counted).
+  std::uint32_t intern_origin(std::string_view id);
+  const std::string& origin_name(std::uint32_t index) const { return origins_[index]; }
+
+  // Rounds a change is gossiped for; set by the cluster node as membership grows.
+  void set_retransmit_rounds(std::uint16_t rounds) { retransmit_rounds_ = rounds; }
+
+  // Records `cost` consumed here from `key`.
+  void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
+
+  // Merges an absolute value; returns by how much it raised what we knew (0
+  // for old news or a duplicate). Our own current entries are never raised by
+  // peers (they only echo what we sent).
+  std::uint64_t merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
+                      std::uint64_t consumed, TimeUs now);
+
+  const KeyState* find(std::string_view key) const;
+
+  // Keys that changed, oldest first; the cluster node packs from the back
+  // and calls sent() for what it sent.
+  const std::vector<std::string>& changed() const { return changed_; }
+  // One gossip round sent `key` (decrements its rounds left).
+  void sent(std::string_view key);
+  // Drops keys with no rounds left from changed(). Call once per round.
+  void compact_changed();
+
+  // Visits up to `max_visits` keys from a rotating cursor and calls
+  // visit(key, state) for each: for anti-entropy slices.
+  void visit_slice(std::size_t max_visits,
+                   const std::function<void(const std::string&, const KeyState&)>& visit);
+
+  // Forgets keys for which `forget(key, state)` is true, visiting at most
+  // `max_visits`. Returns the number forgotten.
+  std::size_t sweep(std::size_t max_visits,
+                    const std::function<bool(const std::string&, const KeyState&)>& forget);
+
+  std::size_t size() const { return keys_.size(); }
+  std::size_t origin_count() const { return origins_.size(); }
+  std::uint64_t origins_over_bound() const { return origins_over_bound_; }
+
+  static constexpr std::uint32_t kNoOrigin = UINT32_MAX;
+  static constexpr std::size_t kMaxOrigins = 1 << 16;
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  KeyState& touch(std::string_view key, TimeUs now);
+
+  std::unordered_map<std::string, KeyState, Hash, std::equal_to<>> keys_;
+  std::vector<std::string> origins_{""};  // [0] is self
+  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> origin_index_;
+  std::uint64_t incarnation_ = 0;
+  TimeUs start_us_ = 0;
+  std::vector<std::string> changed_;
+  std::uint16_t retransmit_rounds_ = 3;
+  std::size_t slice_cursor_ = 0;
+  std::size_t sweep_cursor_ = 0;
+  std::uint64_t origins_over_bound_ = 0;
+};
+
+}  // namespace rlimit::core
