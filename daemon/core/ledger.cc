@@ -108,14 +108,16 @@ void Ledger::sent(std::string_view key) {
 
 void Ledger::compact_changed() {
   std::size_t kept = 0;
-  for (std::string& key : changed_) {
-    auto it = keys_.find(key);
-    if (it == keys_.end()) continue;
+  for (std::size_t i = 0; i < changed_.size(); ++i) {
+    auto it = keys_.find(changed_[i]);
+    assert(it != keys_.end());  // queued keys are never swept
     if (it->second.sends_left == 0) {
       it->second.queued = false;
       continue;
     }
-    changed_[kept++] = std::move(key);
+    // Never self-move: a moved-onto-itself string may come out empty.
+    if (kept != i) changed_[kept] = std::move(changed_[i]);
+    ++kept;
   }
   changed_.resize(kept);
 }

@@ -1,0 +1,256 @@
+// The replicated counters: merging absolute per-origin values by max is
+// commutative, associative and idempotent, so loss (repaired later),
+// duplication and reordering change nothing; debts show as negative balances;
+// restarts and garbage collection neither lose nor resurrect consumption.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/limiter.h"
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+RuleSet one_rule(std::int64_t limit, std::int64_t period_us, std::int64_t burst) {
+  Rule rule;
+  rule.name = "per-user";
+  ValueMatcher each;
+  each.each = true;
+  rule.match.push_back({"user", each});
+  rule.params = {limit, period_us, burst};
+  RuleSet rules;
+  rules.rules.push_back(rule);
+  return rules;
+}
+
+// One counter value as it travels: a snapshot taken when sent.
+struct Message {
+  std::string key;
+  std::string origin;
+  std::uint64_t incarnation;
+  std::uint64_t consumed;
+};
+
+struct Node {
+  std::string id;
+  std::unique_ptr<Limiter> limiter;
+
+  Node(std::string node_id, const RuleSet& rules, std::uint64_t incarnation, TimeUs now)
+      : id(std::move(node_id)),
+        limiter(std::make_unique<Limiter>(LimiterOptions{.replicated = true}, rules)) {
+    limiter->enable_replication(id, incarnation, now);
+  }
+
+  bool consume(const std::string& user, std::int64_t cost, TimeUs now) {
+    const Descriptor d[] = {{"user", user}};
+    CheckOutput out;
+    limiter->check({d, cost, nullptr}, now, out);
+    return out.allowed;
+  }
+  std::int64_t tokens(const std::string& user, TimeUs now) {
+    const Descriptor d[] = {{"user", user}};
+    CheckOutput out;
+    limiter->check({d, 0, nullptr}, now, out);
+    return out.rules.empty() ? 0 : out.rules[0].remaining;
+  }
+  // The balance itself, negative when in debt: probe with retry_after.
+  std::int64_t retry_after_us(const std::string& user, std::int64_t cost, TimeUs now) {
+    const Descriptor d[] = {{"user", user}};
+    CheckOutput out;
+    limiter->check({d, cost, nullptr}, now, out);
+    return out.rules.empty() ? 0 : out.rules[0].retry_after_us;
+  }
+  std::vector<Message> snapshot() const {
+    std::vector<Message> out;
+    Ledger& ledger = const_cast<Limiter&>(*limiter).ledger();
+    ledger.visit_slice(1 << 20, [&](const std::string& key, const Ledger::KeyState& state) {
+      for (const Ledger::Entry& e : state.entries) {
+        out.push_back({key, ledger.origin_name(e.origin), e.incarnation, e.consumed});
+      }
+    });
+    return out;
+  }
+  void deliver(const Message& m, TimeUs now) {
+    limiter->merge_remote(m.key, m.origin, m.incarnation, m.consumed, now);
+  }
+  // (key, origin, incarnation) -> consumed, for comparing whole ledgers.
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, std::uint64_t> ledger_view() const {
+    std::map<std::tuple<std::string, std::string, std::uint64_t>, std::uint64_t> view;
+    for (const Message& m : snapshot()) view[{m.key, m.origin, m.incarnation}] = m.consumed;
+    return view;
+  }
+};
+
+TEST(ReplicationTest, RandomLossDuplicationAndReorderingConverge) {
+  const RuleSet rules = one_rule(1'000'000, kUsPerSecond, 1'000'000);
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<Node> nodes;
+    for (int i = 0; i < 4; ++i) nodes.emplace_back("n" + std::to_string(i), rules, 1000 + i, 0);
+    std::vector<std::pair<std::size_t, Message>> in_flight;  // (destination, message)
+    std::map<std::string, std::uint64_t> truth;               // user -> total consumed
+    for (int step = 0; step < 300; ++step) {
+      const std::size_t n = rng() % nodes.size();
+      const std::string user = "u" + std::to_string(rng() % 5);
+      const std::int64_t cost = 1 + static_cast<std::int64_t>(rng() % 3);
+      ASSERT_TRUE(nodes[n].consume(user, cost, 0));
+      truth[user] += static_cast<std::uint64_t>(cost);
+      // Gossip a snapshot of one node to another: lost 30%, duplicated 20%.
+      const std::size_t from = rng() % nodes.size();
+      const std::size_t to = rng() % nodes.size();
+      for (const Message& m : nodes[from].snapshot()) {
+        if (rng() % 10 < 3) continue;
+        in_flight.push_back({to, m});
+        if (rng() % 10 < 2) in_flight.push_back({to, m});
+      }
+      // Deliver a random subset in random order.
+      std::shuffle(in_flight.begin(), in_flight.end(), rng);
+      const std::size_t deliver = in_flight.size() / 2;
+      for (std::size_t i = 0; i < deliver; ++i) nodes[in_flight[i].first].deliver(in_flight[i].second, 0);
+      in_flight.erase(in_flight.begin(), in_flight.begin() + static_cast<std::ptrdiff_t>(deliver));
+    }
+    // Stale leftovers arrive late, then anti-entropy: everyone's state to everyone.
+    for (auto& [to, m] : in_flight) nodes[to].deliver(m, 0);
+    for (Node& from : nodes) {
+      for (const Message& m : from.snapshot()) {
+        for (Node& to : nodes) to.deliver(m, 0);
+      }
+    }
+    const auto reference = nodes[0].ledger_view();
+    for (const Node& node : nodes) EXPECT_EQ(node.ledger_view(), reference) << "seed " << seed;
+    // Each bucket was charged exactly the cluster's total: no loss, no double count.
+    for (const auto& [user, consumed] : truth) {
+      for (Node& node : nodes) {
+        EXPECT_EQ(node.tokens(user, 0), 1'000'000 - static_cast<std::int64_t>(consumed))
+            << "seed " << seed << " node " << node.id << " user " << user;
+      }
+    }
+  }
+}
+
+TEST(ReplicationTest, MergeOrderDoesNotMatter) {
+  const RuleSet rules = one_rule(100, kUsPerSecond, 100);
+  Node a("a", rules, 1, 0), b("b", rules, 2, 0), c("c", rules, 3, 0);
+  for (int i = 0; i < 7; ++i) a.consume("x", 1, 0);
+  for (int i = 0; i < 5; ++i) b.consume("x", 2, 0);
+  std::vector<Message> all = a.snapshot();
+  for (const Message& m : b.snapshot()) all.push_back(m);
+  // An older value of a's counter, as a reordered datagram would bring it.
+  Message stale = all[0];
+  stale.consumed = 3;
+  all.push_back(stale);
+  std::mt19937_64 rng(7);
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, std::uint64_t> first;
+  for (int round = 0; round < 10; ++round) {
+    Node fresh("c" + std::to_string(round), rules, 10 + round, 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (const Message& m : all) fresh.deliver(m, 0);
+    for (const Message& m : all) fresh.deliver(m, 0);  // idempotent
+    if (round == 0) first = fresh.ledger_view();
+    EXPECT_EQ(fresh.ledger_view(), first);
+    EXPECT_EQ(fresh.tokens("x", 0), 100 - 7 - 10);
+  }
+}
+
+TEST(ReplicationTest, OverspendShowsAsDebtAndIsRepaid) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node a("a", rules, 1, 0), b("b", rules, 2, 0);
+  // Partitioned: each side spends the whole burst.
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(a.consume("x", 1, 0));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(b.consume("x", 1, 0));
+  for (const Message& m : b.snapshot()) a.deliver(m, 0);
+  for (const Message& m : a.snapshot()) b.deliver(m, 0);
+  // Balance -10 on both: one token needs 11 tokens of refill, 1.1 s.
+  EXPECT_EQ(a.retry_after_us("x", 1, 0), 1'100'000);
+  EXPECT_EQ(b.retry_after_us("x", 1, 0), 1'100'000);
+  EXPECT_FALSE(a.consume("x", 1, 1'000'000));
+  EXPECT_TRUE(a.consume("x", 1, 1'100'000));
+  EXPECT_EQ(a.limiter->stats().remote_tokens_charged, 10u);
+}
+
+TEST(ReplicationTest, RestartedNodeKeepsItsOldConsumptionInForce) {
+  const RuleSet rules = one_rule(10, 3600 * kUsPerSecond, 10);
+  Node a("a", rules, 1'000, 0), b("b", rules, 2'000, 0);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(a.consume("x", 1, 0));
+  for (const Message& m : a.snapshot()) b.deliver(m, 0);
+  // a crashes and comes back with a larger incarnation and empty memory.
+  Node a2("a", rules, 5'000, 10);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(a2.consume("x", 1, 10));
+  // Its new counter is a new entry: b adds it to the old one.
+  for (const Message& m : a2.snapshot()) {
+    EXPECT_NE(m.incarnation, a.snapshot()[0].incarnation);
+    b.deliver(m, 10);
+  }
+  EXPECT_EQ(b.tokens("x", 10), 10 - 6 - 2);
+  // a learns its earlier consumption from b and charges it.
+  for (const Message& m : b.snapshot()) a2.deliver(m, 10);
+  EXPECT_EQ(a2.tokens("x", 10), 10 - 6 - 2);
+  EXPECT_EQ(a2.ledger_view(), b.ledger_view());
+}
+
+TEST(ReplicationTest, IdleCountersAreForgottenOnlyAfterRetentionAndRepayment) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node a("a", rules, 1, 0), b("b", rules, 2, 0);
+  for (int i = 0; i < 10; ++i) a.consume("x", 1, 0);
+  for (int i = 0; i < 10; ++i) b.consume("x", 1, 0);
+  for (const Message& m : b.snapshot()) a.deliver(m, 0);
+  // Drain the changed list as a gossip round would.
+  Ledger& ledger = a.limiter->ledger();
+  for (int round = 0; round < 10; ++round) {
+    for (const std::string& key : ledger.changed()) ledger.sent(key);
+    ledger.compact_changed();
+  }
+  const TimeUs retention = a.limiter->counter_retention_us(ledger.changed().empty()
+                                                               ? a.snapshot()[0].key
+                                                               : ledger.changed()[0]);
+  EXPECT_EQ(retention, 60 * kUsPerSecond);  // the minimum beats two 1 s periods
+  // In debt (-10) and recently changed: kept.
+  a.limiter->sweep(kUsPerSecond, 1000);
+  EXPECT_EQ(ledger.size(), 1u);
+  // Idle past retention and long repaid: forgotten.
+  a.limiter->sweep(retention + 1, 1000);
+  EXPECT_EQ(ledger.size(), 0u);
+  EXPECT_EQ(a.limiter->stats().counter_keys_forgotten, 1u);
+  // New consumption after forgetting starts a new entry under a larger
+  // incarnation, so b (which still holds the old value) adds rather than
+  // ignores it.
+  ASSERT_TRUE(a.consume("x", 1, retention + 2));
+  const std::vector<Message> fresh = a.snapshot();
+  ASSERT_EQ(fresh.size(), 1u);
+  EXPECT_GT(fresh[0].incarnation, 1u);
+  const std::uint64_t charged_before = b.limiter->stats().remote_tokens_charged;
+  b.deliver(fresh[0], retention + 2);
+  EXPECT_EQ(b.limiter->stats().remote_tokens_charged, charged_before + 1);
+}
+
+TEST(ReplicationTest, UnknownRuleKeysAreKeptButChargeNothing) {
+  Node a("a", one_rule(10, kUsPerSecond, 10), 1, 0);
+  RuleSet other = one_rule(10, kUsPerSecond, 10);
+  other.rules[0].name = "renamed";
+  Node b("b", other, 2, 0);
+  ASSERT_TRUE(a.consume("x", 3, 0));
+  for (const Message& m : a.snapshot()) b.deliver(m, 0);
+  EXPECT_EQ(b.limiter->stats().remote_unknown_keys, 1u);
+  EXPECT_EQ(b.limiter->key_count(), 0u);
+  EXPECT_EQ(b.limiter->ledger().size(), 1u);
+}
+
+TEST(ReplicationTest, EchoOfOwnCounterChangesNothing) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node a("a", rules, 1, 0);
+  ASSERT_TRUE(a.consume("x", 4, 0));
+  Message echo = a.snapshot()[0];
+  echo.consumed = 9;  // even a larger echo of our own live entry is ignored
+  a.deliver(echo, 0);
+  EXPECT_EQ(a.tokens("x", 0), 6);
+}
+
+}  // namespace
+}  // namespace rlimit::core
