@@ -4,6 +4,8 @@
 // fix them all.
 #include "config/config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -56,11 +58,37 @@ constexpr IntRange kMaxRulesRange{1, 1'000'000};
 constexpr IntRange kMaxDescriptorsPerCheckRange{1, 1024};
 constexpr IntRange kTokensRange{0, core::kMaxTokens};
 constexpr IntRange kMultiplierRange{1, core::kMaxTokens};
+constexpr IntRange kFanoutRange{0, 64};
+constexpr IntRange kMtuBytesRange{576, 65'000};
+constexpr IntRange kIndirectProbesRange{0, 16};
+constexpr IntRange kMaxMembersRange{2, 100'000};
+constexpr IntRange kMaxPeerQueueBytesRange{std::int64_t{64} << 10, std::int64_t{1} << 30};
 constexpr std::int64_t kDefaultMaxRules = 10'000;
+
+struct DurationRange {
+  std::int64_t min_us;
+  std::int64_t max_us;
+};
+constexpr std::int64_t kMs = 1'000;
+constexpr std::int64_t kSec = 1'000 * kMs;
+constexpr std::int64_t kDay = 86'400 * kSec;
+constexpr DurationRange kGossipIntervalRange{1 * kMs, 10 * kSec};
+constexpr DurationRange kAntiEntropyIntervalRange{10 * kMs, 3'600 * kSec};
+constexpr DurationRange kProbeIntervalRange{10 * kMs, 60 * kSec};
+// Its upper bound is also probe_interval (checked once both are known).
+constexpr DurationRange kProbeTimeoutRange{1 * kMs, 60 * kSec};
+constexpr DurationRange kSuspicionTimeoutRange{10 * kMs, 600 * kSec};
+constexpr DurationRange kDeadRetentionRange{1 * kSec, 7 * kDay};
+constexpr DurationRange kReconnectBackoffRange{1 * kMs, 600 * kSec};
+
+constexpr std::size_t kMaxClusterNameBytes = 64;
+constexpr std::size_t kMaxSeeds = 64;
+constexpr std::size_t kMaxHostNameBytes = 253;
+constexpr std::size_t kMaxHostLabelBytes = 63;
 // The limiter tags a bucket with its override's index in one byte (0 = none).
 constexpr std::size_t kMaxOverridesPerRule = 255;
 
-constexpr std::string_view kTopLevelKeys[] = {"daemon", "rule", "exempt"};
+constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "rule", "exempt"};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -68,6 +96,26 @@ constexpr std::string_view kDaemonKeys[] = {
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
     "max_response_bytes"};
+constexpr std::string_view kClusterKeys[] = {"mode",
+                                             "name",
+                                             "bind",
+                                             "advertise",
+                                             "seeds",
+                                             "secret_file",
+                                             "gossip_interval",
+                                             "fanout",
+                                             "mtu_bytes",
+                                             "anti_entropy_interval",
+                                             "probe_interval",
+                                             "probe_timeout",
+                                             "indirect_probes",
+                                             "suspicion_timeout",
+                                             "dead_retention",
+                                             "max_members",
+                                             "reconnect_backoff_min",
+                                             "reconnect_backoff_max",
+                                             "max_peer_queue_bytes"};
+constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
 constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
                                           "burst", "algorithm", "override"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
@@ -201,6 +249,75 @@ bool valid_rule_name(std::string_view name) {
   });
 }
 
+bool valid_cluster_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxClusterNameBytes) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
+  });
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Labels of A-Z a-z 0-9 - _ (underscores occur in container and service
+// names), 1 to 63 bytes each, not starting or ending with '-'.
+bool valid_host_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxHostNameBytes) return false;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t dot = name.find('.', start);
+    const std::string_view label =
+        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty() || label.size() > kMaxHostLabelBytes) return false;
+    if (label.front() == '-' || label.back() == '-') return false;
+    const bool ok = std::all_of(label.begin(), label.end(), [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' ||
+             c == '_';
+    });
+    if (!ok) return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// An IPv6 literal without brackets, optionally with a zone ("fe80::1%eth0").
+bool valid_ipv6(std::string_view text) {
+  std::string_view address = text;
+  if (const std::size_t percent = text.find('%'); percent != std::string_view::npos) {
+    address = text.substr(0, percent);
+    const std::string_view zone = text.substr(percent + 1);
+    if (zone.empty() || zone.size() > 15) return false;  // IFNAMSIZ - 1
+    const bool ok = std::all_of(zone.begin(), zone.end(), [](char c) {
+      return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || is_digit(c) || c == '-' ||
+             c == '_' || c == '.';
+    });
+    if (!ok) return false;
+  }
+  if (address.size() >= INET6_ADDRSTRLEN) return false;
+  const std::string copy(address);  // inet_pton wants a NUL-terminated string
+  in6_addr parsed{};
+  return ::inet_pton(AF_INET6, copy.c_str(), &parsed) == 1;
+}
+
+bool valid_ipv4(std::string_view text) {
+  if (text.size() >= INET_ADDRSTRLEN) return false;
+  const std::string copy(text);
+  in_addr parsed{};
+  return ::inet_pton(AF_INET, copy.c_str(), &parsed) == 1;
+}
+
+// 0.0.0.0 or ::, as parse_host_port returns them: no peer can reach them.
+bool is_wildcard_host(std::string_view host) {
+  if (host.find(':') != std::string_view::npos) {
+    const std::string copy(host.substr(0, host.find('%')));
+    in6_addr parsed{};
+    if (::inet_pton(AF_INET6, copy.c_str(), &parsed) != 1) return false;
+    return std::all_of(std::begin(parsed.s6_addr), std::end(parsed.s6_addr),
+                       [](std::uint8_t b) { return b == 0; });
+  }
+  return host == "0.0.0.0";
+}
+
 // "0660" or "660": 3 or 4 octal digits, at most 0777.
 std::optional<std::uint32_t> parse_socket_mode(std::string_view text) {
   if (text.size() < 3 || text.size() > 4) return std::nullopt;
@@ -230,6 +347,11 @@ class Loader {
     if (const toml::node* node = root.get("daemon")) {
       if (const toml::table* daemon = expect<toml::table>(*node, "daemon", " ([daemon])")) {
         read_daemon(*daemon, config.daemon, max_rules);
+      }
+    }
+    if (const toml::node* node = root.get("cluster")) {
+      if (const toml::table* cluster = expect<toml::table>(*node, "cluster", " ([cluster])")) {
+        read_cluster(*cluster, config.cluster);
       }
     }
     max_descriptors_per_check_ = config.daemon.limiter.max_descriptors_per_check;
@@ -340,6 +462,29 @@ class Loader {
     return us;
   }
 
+  // A duration string within `range`.
+  std::optional<std::int64_t> read_duration_in(const toml::node& node, const std::string& what,
+                                               DurationRange range) {
+    const auto* value = expect<std::string>(node, what, " such as \"1s\"");
+    if (value == nullptr) return std::nullopt;
+    const std::string& text = value->get();
+    const std::string shown = what + " " + quote(text) + ": ";
+    const core::DurationParse parsed = core::parse_duration(text);
+    if (!parsed.us) {
+      error(node, shown + (parsed.error.empty() ? "not a duration" : parsed.error));
+      return std::nullopt;
+    }
+    if (*parsed.us < range.min_us) {
+      error(node, shown + "must be at least " + core::format_duration(range.min_us));
+      return std::nullopt;
+    }
+    if (*parsed.us > range.max_us) {
+      error(node, shown + "must be at most " + core::format_duration(range.max_us));
+      return std::nullopt;
+    }
+    return *parsed.us;
+  }
+
   // One of `allowed`, or nullopt after reporting the choices.
   std::optional<std::string> read_choice(const toml::node& node, const std::string& what,
                                          std::span<const std::string_view> allowed) {
@@ -447,6 +592,180 @@ class Loader {
     if (node == nullptr) return;
     if (auto n = read_integer(*node, prefix + std::string(key), range)) {
       out = static_cast<std::uint32_t>(*n);
+    }
+  }
+
+  // ----- [cluster] --------------------------------------------------------
+
+  // A "host:port" string (the text itself is kept: the shell splits it again
+  // with parse_host_port), or nullopt after reporting why not.
+  std::optional<std::string> read_host_port(const toml::node& node, const std::string& what,
+                                            std::string* host = nullptr) {
+    const auto* value = expect<std::string>(node, what, " such as \"10.0.0.1:7946\"");
+    if (value == nullptr) return std::nullopt;
+    std::string problem;
+    if (!parse_host_port(value->get(), host, nullptr, &problem)) {
+      error(node, what + " " + quote(value->get()) + ": " + problem);
+      return std::nullopt;
+    }
+    return value->get();
+  }
+
+  // Reads the duration at `key` into `out`; false if the key is present but bad.
+  bool read_cluster_duration(const toml::table& table, std::string_view key,
+                             const std::string& prefix, DurationRange range, std::int64_t& out) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return true;
+    const auto us = read_duration_in(*node, prefix + std::string(key), range);
+    if (us) out = *us;
+    return us.has_value();
+  }
+
+  // `lower` (at `lower_key`) must not exceed `upper` (at `upper_key`); both
+  // already valid. The error goes to whichever of the two the file sets,
+  // preferring the lower one.
+  void check_order(const toml::table& table, const std::string& prefix, std::string_view lower_key,
+                   std::int64_t lower, std::string_view upper_key, std::int64_t upper) {
+    if (lower <= upper) return;
+    const toml::node* lower_node = table.get(lower_key);
+    const toml::node* upper_node = table.get(upper_key);
+    const std::string lower_name(lower_key);
+    const std::string upper_name(upper_key);
+    // Both passed read_duration_in, so a node present here holds a string.
+    const auto text = [](const toml::node& node) { return quote(node.value_or(std::string())); };
+    if (lower_node != nullptr) {
+      error(*lower_node, prefix + lower_name + " " + text(*lower_node) + ": must not exceed " +
+                             upper_name + " (" + core::format_duration(upper) +
+                             (upper_node != nullptr ? "" : " by default") + ")");
+    } else if (upper_node != nullptr) {
+      error(*upper_node, prefix + upper_name + " " + text(*upper_node) +
+                             ": must not be less than " + lower_name + " (" +
+                             core::format_duration(lower) + " by default); set " + lower_name +
+                             " too");
+    }
+  }
+
+  void read_cluster(const toml::table& cluster, ClusterSettings& out) {
+    const std::string prefix = "cluster: ";
+    check_keys(cluster, kClusterKeys, prefix);
+    auto what = [&](std::string_view key) { return prefix + std::string(key); };
+
+    const toml::node* mode_node = cluster.get("mode");
+    if (mode_node != nullptr) {
+      if (auto mode = read_choice(*mode_node, what("mode"), kClusterModes)) {
+        out.mode = *mode == "gossip" ? ClusterMode::kGossip
+                   : *mode == "mesh" ? ClusterMode::kMesh
+                                     : ClusterMode::kNone;
+      }
+    }
+    if (const toml::node* node = cluster.get("name")) {
+      if (const auto* v = expect<std::string>(*node, what("name"))) {
+        if (valid_cluster_name(v->get())) {
+          out.name = v->get();
+        } else {
+          error(*node, what("name") + " " + quote(v->get()) + ": must be 1 to " +
+                           std::to_string(kMaxClusterNameBytes) +
+                           " characters from A-Z a-z 0-9 _ . : -");
+        }
+      }
+    }
+    const toml::node* bind_node = cluster.get("bind");
+    std::string bind_host;
+    bool bind_wildcard = false;
+    if (bind_node != nullptr) {
+      if (auto bind = read_host_port(*bind_node, what("bind"), &bind_host)) {
+        out.bind = std::move(*bind);
+        bind_wildcard = is_wildcard_host(bind_host);
+      }
+    }
+    const toml::node* advertise_node = cluster.get("advertise");
+    if (advertise_node != nullptr) {
+      std::string host;
+      if (auto advertise = read_host_port(*advertise_node, what("advertise"), &host)) {
+        if (is_wildcard_host(host)) {
+          error(*advertise_node, what("advertise") + " " + quote(*advertise) +
+                                     ": a wildcard address peers cannot reach");
+        } else {
+          out.advertise = std::move(*advertise);
+        }
+      }
+    }
+    if (const toml::node* node = cluster.get("seeds")) {
+      if (const auto* seeds =
+              expect<toml::array>(*node, what("seeds"), " of \"host:port\" strings")) {
+        if (seeds->size() > kMaxSeeds) {
+          error((*seeds)[kMaxSeeds], what("seeds") +
+                                         ": too many seeds: " + std::to_string(seeds->size()) +
+                                         ", at most " + std::to_string(kMaxSeeds));
+        }
+        for (const toml::node& element : *seeds) {
+          if (auto seed = read_host_port(element, what("seeds") + " entry")) {
+            out.seeds.push_back(std::move(*seed));
+          }
+        }
+      }
+    }
+    bool secret_given = false;
+    if (const toml::node* node = cluster.get("secret_file")) {
+      secret_given = true;
+      if (const auto* v = expect<std::string>(*node, what("secret_file"))) {
+        const std::string& path = v->get();
+        if (path.empty()) {
+          error(*node, what("secret_file") + " must not be empty");
+        } else if (path.find('\0') != std::string::npos) {
+          error(*node, what("secret_file") + " " + quote(path) + ": must not contain a NUL byte");
+        } else {
+          out.secret_file = path;
+        }
+      }
+    }
+
+    read_cluster_duration(cluster, "gossip_interval", prefix, kGossipIntervalRange,
+                          out.gossip_interval_us);
+    read_cluster_duration(cluster, "anti_entropy_interval", prefix, kAntiEntropyIntervalRange,
+                          out.anti_entropy_interval_us);
+    const bool probe_interval_ok = read_cluster_duration(
+        cluster, "probe_interval", prefix, kProbeIntervalRange, out.probe_interval_us);
+    const bool probe_timeout_ok = read_cluster_duration(cluster, "probe_timeout", prefix,
+                                                        kProbeTimeoutRange, out.probe_timeout_us);
+    read_cluster_duration(cluster, "suspicion_timeout", prefix, kSuspicionTimeoutRange,
+                          out.suspicion_timeout_us);
+    read_cluster_duration(cluster, "dead_retention", prefix, kDeadRetentionRange,
+                          out.dead_retention_us);
+    const bool backoff_min_ok =
+        read_cluster_duration(cluster, "reconnect_backoff_min", prefix, kReconnectBackoffRange,
+                              out.reconnect_backoff_min_us);
+    const bool backoff_max_ok =
+        read_cluster_duration(cluster, "reconnect_backoff_max", prefix, kReconnectBackoffRange,
+                              out.reconnect_backoff_max_us);
+    read_uint32(cluster, "fanout", prefix, kFanoutRange, out.fanout);
+    read_uint32(cluster, "mtu_bytes", prefix, kMtuBytesRange, out.mtu_bytes);
+    read_uint32(cluster, "indirect_probes", prefix, kIndirectProbesRange, out.indirect_probes);
+    read_uint32(cluster, "max_members", prefix, kMaxMembersRange, out.max_members);
+    read_uint32(cluster, "max_peer_queue_bytes", prefix, kMaxPeerQueueBytesRange,
+                out.max_peer_queue_bytes);
+
+    // Relations between keys, judged only on values that passed on their own.
+    if (probe_interval_ok && probe_timeout_ok) {
+      check_order(cluster, prefix, "probe_timeout", out.probe_timeout_us, "probe_interval",
+                  out.probe_interval_us);
+    }
+    if (backoff_min_ok && backoff_max_ok) {
+      check_order(cluster, prefix, "reconnect_backoff_min", out.reconnect_backoff_min_us,
+                  "reconnect_backoff_max", out.reconnect_backoff_max_us);
+    }
+    if (out.mode != ClusterMode::kNone) {
+      const std::string mode_name(cluster_mode_name(out.mode));
+      if (!secret_given) {
+        // mode_node is set: only the file can make the mode other than none.
+        error(*mode_node, "cluster mode " + mode_name +
+                              " needs secret_file (the keyring that authenticates peers)");
+      }
+      if (bind_wildcard && advertise_node == nullptr) {
+        error(*bind_node, what("bind") + " " + quote(out.bind) +
+                              ": a wildcard address peers cannot reach; set advertise to one "
+                              "they can");
+      }
     }
   }
 
@@ -775,6 +1094,96 @@ class Loader {
 };
 
 }  // namespace
+
+std::string_view cluster_mode_name(ClusterMode mode) {
+  switch (mode) {
+    case ClusterMode::kNone:
+      return "none";
+    case ClusterMode::kGossip:
+      return "gossip";
+    case ClusterMode::kMesh:
+      return "mesh";
+  }
+  return "none";
+}
+
+bool parse_host_port(std::string_view text, std::string* host, std::uint16_t* port,
+                     std::string* error) {
+  const auto fail = [&](std::string message) {
+    if (error != nullptr) *error = std::move(message);
+    return false;
+  };
+  if (text.empty()) return fail("empty; expected host:port, such as 10.0.0.1:7946");
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return fail("must not contain spaces or control characters");
+  }
+  std::string_view host_part;
+  std::string_view port_part;
+  bool bracketed = false;
+  if (text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return fail("unclosed '[' around an IPv6 address");
+    host_part = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (rest.empty()) return fail("missing port (expected [address]:port, such as [::1]:7946)");
+    if (rest.front() != ':') return fail("expected ':' and a port after ']'");
+    port_part = rest.substr(1);
+    bracketed = true;
+  } else {
+    const std::size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      return fail("missing port (expected host:port, such as 10.0.0.1:7946)");
+    }
+    host_part = text.substr(0, colon);
+    port_part = text.substr(colon + 1);
+    if (host_part.find(':') != std::string_view::npos) {
+      return fail("an IPv6 address must be in brackets, as in [::1]:7946");
+    }
+  }
+
+  if (host_part.empty()) return fail("missing host before the port");
+  if (bracketed) {
+    if (!valid_ipv6(host_part)) return fail("not an IPv6 address inside [ ]");
+  } else if (std::all_of(host_part.begin(), host_part.end(),
+                         [](char c) { return is_digit(c) || c == '.'; })) {
+    // All digits and dots: meant as an IPv4 address, never a host name.
+    if (!valid_ipv4(host_part)) return fail("not an IPv4 address");
+  } else if (!valid_host_name(host_part)) {
+    return fail("not a valid host name (labels of A-Z a-z 0-9 - _, separated by dots)");
+  }
+
+  if (port_part.empty()) return fail("missing port after ':'");
+  if (!std::all_of(port_part.begin(), port_part.end(), is_digit)) {
+    return fail("port must be a decimal number from 1 to 65535");
+  }
+  std::uint32_t number = 0;
+  for (char c : port_part) {
+    number = number * 10 + static_cast<std::uint32_t>(c - '0');
+    if (number > 65'535) break;
+  }
+  if (number == 0 || number > 65'535) return fail("port must be from 1 to 65535");
+
+  if (host != nullptr) *host = std::string(host_part);
+  if (port != nullptr) *port = static_cast<std::uint16_t>(number);
+  return true;
+}
+
+std::vector<std::string> split_seed_list(std::string_view comma_separated) {
+  std::vector<std::string> seeds;
+  std::size_t start = 0;
+  while (start <= comma_separated.size()) {
+    std::size_t comma = comma_separated.find(',', start);
+    if (comma == std::string_view::npos) comma = comma_separated.size();
+    std::string_view entry = comma_separated.substr(start, comma - start);
+    while (!entry.empty() && (entry.front() == ' ' || entry.front() == '\t'))
+      entry.remove_prefix(1);
+    while (!entry.empty() && (entry.back() == ' ' || entry.back() == '\t')) entry.remove_suffix(1);
+    if (!entry.empty()) seeds.emplace_back(entry);
+    start = comma + 1;
+  }
+  return seeds;
+}
 
 std::string ConfigError::to_string() const {
   // Line 0 means the file as a whole (it could not be read).

@@ -79,6 +79,26 @@ struct LoadResult {
 // Parses `text` (the contents of `file_name`, used in messages).
 LoadResult load_config(std::string_view text, std::string_view file_name);
 
+// "none", "gossip" or "mesh": the [cluster] mode as the file spells it.
+std::string_view cluster_mode_name(ClusterMode mode);
+
+// Splits a peer address "host:port" (the form of [cluster] bind, advertise and
+// seeds, and of the matching command-line flags). `host` is an IPv4 literal
+// ("10.0.0.1"), a bracketed IPv6 literal ("[fd00::1]", "[fe80::1%eth0]") or a
+// host name (labels of A-Z a-z 0-9 - _, at most 253 bytes); `port` is
+// 1..65535 in decimal. On success sets `*host` (an IPv6 address without its
+// brackets) and `*port`, and returns true; otherwise sets `*error` to why (a
+// message without the input, e.g. "missing port (expected host:port)") and
+// returns false, leaving `*host` and `*port` alone. Any pointer may be null.
+// Pure: nothing is resolved.
+bool parse_host_port(std::string_view text, std::string* host, std::uint16_t* port,
+                     std::string* error);
+
+// The --seeds flag: "a:1, b:2,,c:3" -> {"a:1", "b:2", "c:3"}. Splits at commas,
+// trims spaces and tabs around each entry and drops empty ones; the entries
+// are not checked (use parse_host_port).
+std::vector<std::string> split_seed_list(std::string_view comma_separated);
+
 // Reads and parses a file; an unreadable file is one error at line 0.
 LoadResult load_config_file(const std::string& path);
 

@@ -690,6 +690,36 @@ std::optional<DaemonStatus> Client::status(std::string* error) {
   return status;
 }
 
+std::optional<ClusterMembers> Client::members(std::string* error) {
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response =
+      impl.round_trip([](v1::Request& r) { r.mutable_members(); }, failure);
+  if (response == nullptr) {
+    if (error != nullptr) *error = std::move(failure.message);
+    return std::nullopt;
+  }
+  if (response->has_error()) {
+    if (error != nullptr) *error = describe_error(response->error());
+    return std::nullopt;
+  }
+  if (!response->has_members()) {
+    if (error != nullptr) *error = "reply to a members request carries no members";
+    return std::nullopt;
+  }
+  const v1::MembersResponse& m = response->members();
+  ClusterMembers members;
+  members.cluster = m.cluster();
+  members.mode = m.mode();
+  members.members.reserve(static_cast<std::size_t>(m.members_size()));
+  for (const v1::MemberInfo& info : m.members()) {
+    members.members.push_back({info.node_id(), info.address(), info.state(), info.incarnation(),
+                               info.seq(), info.last_heard_ms_ago(), info.self()});
+  }
+  if (error != nullptr) error->clear();
+  return members;
+}
+
 bool Client::connected() const { return impl_ && impl_->fd >= 0; }
 
 const ClientOptions& Client::options() const { return impl_->options; }

@@ -2,14 +2,17 @@
 //
 //   rlimitctl [--socket PATH] [--timeout-ms N] check key=value... [--cost N] [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] status [--json]
+//   rlimitctl [--socket PATH] [--timeout-ms N] members [--json]
 //
 // Exit codes (scripts rely on them): 0 allowed / ok, 1 denied, 2 usage error
 // (including a check the daemon rejected as invalid), 3 daemon unavailable or
 // answering with a protocol error.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -216,6 +219,66 @@ int run_status(const GlobalOptions& global, bool as_json) {
   return kExitAllowed;
 }
 
+void print_members_json(const rlimit::ClusterMembers& m) {
+  JsonWriter json;
+  json.begin_object().field("cluster", m.cluster).field("mode", m.mode);
+  json.key("members").begin_array();
+  for (const rlimit::ClusterMember& member : m.members) {
+    json.begin_object()
+        .field("node_id", member.node_id)
+        .field("address", member.address)
+        .field("state", member.state)
+        .field("incarnation", member.incarnation)
+        .field("seq", member.seq)
+        .field("last_heard_ms_ago", member.last_heard_ms_ago)
+        .field("self", member.self)
+        .end_object();
+  }
+  json.end_array().end_object();
+  std::cout << json.str() << '\n';
+}
+
+// "1.5s ago", "never" (no direct contact yet), "-" for the node itself.
+std::string last_heard_text(const rlimit::ClusterMember& member) {
+  if (member.self) return "-";
+  if (member.last_heard_ms_ago < 0) return "never";
+  if (member.last_heard_ms_ago == 0) return "just now";
+  constexpr std::int64_t kMaxMs = std::numeric_limits<std::int64_t>::max() / 1000;
+  return format_duration_us(std::min(member.last_heard_ms_ago, kMaxMs) * 1000) + " ago";
+}
+
+void print_members_text(const rlimit::ClusterMembers& m) {
+  TextTable info({"cluster", m.cluster.empty() ? "(none)" : m.cluster});
+  info.add_row({"mode", m.mode.empty() ? "(unknown)" : m.mode});
+  info.add_row({"members", std::to_string(m.members.size())});
+  std::cout << info.render();
+  if (m.members.empty()) return;
+  TextTable table({"NODE", "ADDRESS", "STATE", "INCARNATION", "SEQ", "LAST HEARD"});
+  for (std::size_t c : {3, 4, 5}) table.align_right(c);
+  for (const rlimit::ClusterMember& member : m.members) {
+    table.add_row({member.self ? member.node_id + " (self)" : member.node_id, member.address,
+                   member.state, std::to_string(member.incarnation), std::to_string(member.seq),
+                   last_heard_text(member)});
+  }
+  std::cout << '\n' << table.render();
+}
+
+int run_members(const GlobalOptions& global, bool as_json) {
+  rlimit::Client client = make_client(global);
+  std::string error;
+  const auto members = client.members(&error);
+  if (!members) {
+    std::cerr << "rlimitctl: no membership from " << socket_shown(global) << ": " << error << '\n';
+    return kExitUnavailable;
+  }
+  if (as_json) {
+    print_members_json(*members);
+  } else {
+    print_members_text(*members);
+  }
+  return kExitAllowed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -246,6 +309,12 @@ int main(int argc, char** argv) {
   status->fallthrough();
   status->add_flag("--json", status_json, "Print the status as JSON");
 
+  bool members_json = false;
+  CLI::App* members = app.add_subcommand(
+      "members", "Show the cluster members as the daemon sees them. Exit 0 ok, 3 unavailable.");
+  members->fallthrough();
+  members->add_flag("--json", members_json, "Print the membership as JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -261,6 +330,7 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) return run_check(global, descriptors, cost, check_json);
+    if (members->parsed()) return run_members(global, members_json);
     return run_status(global, status_json);
   } catch (const std::exception& e) {
     std::cerr << "rlimitctl: " << e.what() << '\n';

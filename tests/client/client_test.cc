@@ -550,6 +550,122 @@ TEST(ClientTest, StatusUnavailableSaysWhy) {
   EXPECT_FALSE(error.empty());
 }
 
+// A daemon in a gossip cluster of three: itself, a suspect and one never heard.
+Action three_members(const v1::Request& request, v1::Response& response) {
+  if (!request.has_members()) return FakeServer::allow_all(request, response);
+  v1::MembersResponse* m = response.mutable_members();
+  m->set_cluster("prod");
+  m->set_mode("gossip");
+  v1::MemberInfo* self = m->add_members();
+  self->set_node_id("node-a");
+  self->set_address("10.0.0.1:7946");
+  self->set_state("alive");
+  self->set_incarnation(3);
+  self->set_seq(41);
+  self->set_last_heard_ms_ago(0);
+  self->set_self(true);
+  v1::MemberInfo* suspect = m->add_members();
+  suspect->set_node_id("node-b");
+  suspect->set_address("[fd00::2]:7946");
+  suspect->set_state("suspect");
+  suspect->set_incarnation(7);
+  suspect->set_seq(std::uint64_t{1} << 40);
+  suspect->set_last_heard_ms_ago(1'500);
+  v1::MemberInfo* unheard = m->add_members();
+  unheard->set_node_id("node-c");
+  unheard->set_address("node-c.internal:7946");
+  unheard->set_state("alive");
+  unheard->set_last_heard_ms_ago(-1);
+  return Action::kReply;
+}
+
+TEST(ClientTest, MembersAreDecoded) {
+  FakeServer server(three_members);
+  Client client(options_for(server));
+  std::string error = "stale";
+  const auto members = client.members(&error);
+  ASSERT_TRUE(members.has_value()) << error;
+  EXPECT_TRUE(error.empty());
+  EXPECT_EQ(members->cluster, "prod");
+  EXPECT_EQ(members->mode, "gossip");
+  ASSERT_EQ(members->members.size(), 3u);
+  const ClusterMember& a = members->members[0];
+  EXPECT_EQ(a.node_id, "node-a");
+  EXPECT_EQ(a.address, "10.0.0.1:7946");
+  EXPECT_EQ(a.state, "alive");
+  EXPECT_EQ(a.incarnation, 3u);
+  EXPECT_EQ(a.seq, 41u);
+  EXPECT_EQ(a.last_heard_ms_ago, 0);
+  EXPECT_TRUE(a.self);
+  const ClusterMember& b = members->members[1];
+  EXPECT_EQ(b.node_id, "node-b");
+  EXPECT_EQ(b.address, "[fd00::2]:7946");
+  EXPECT_EQ(b.state, "suspect");
+  EXPECT_EQ(b.incarnation, 7u);
+  EXPECT_EQ(b.seq, std::uint64_t{1} << 40);
+  EXPECT_EQ(b.last_heard_ms_ago, 1'500);
+  EXPECT_FALSE(b.self);
+  EXPECT_EQ(members->members[2].last_heard_ms_ago, -1);
+  EXPECT_EQ(members->members[2].incarnation, 0u);
+
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_TRUE(requests[0].has_members());
+  EXPECT_EQ(requests[0].version(), v1::VERSION_1);
+
+  // The connection carries on with checks afterwards.
+  EXPECT_EQ(client.check(kAlice).status, DecisionStatus::kOk);
+  EXPECT_EQ(server.connections(), 1);
+}
+
+TEST(ClientTest, MembersOfASingleNode) {
+  FakeServer server([](const v1::Request&, v1::Response& response) {
+    response.mutable_members()->set_mode("none");
+    return Action::kReply;
+  });
+  Client client(options_for(server));
+  const auto members = client.members();
+  ASSERT_TRUE(members.has_value());
+  EXPECT_EQ(members->cluster, "");
+  EXPECT_EQ(members->mode, "none");
+  EXPECT_TRUE(members->members.empty());
+}
+
+TEST(ClientTest, MembersFailuresSayWhy) {
+  {
+    // A daemon that predates the request.
+    FakeServer server([](const v1::Request&, v1::Response& response) {
+      response.mutable_error()->set_code(v1::Error::UNKNOWN_MESSAGE_TYPE);
+      response.mutable_error()->set_message("no body");
+      return Action::kReply;
+    });
+    Client client(options_for(server));
+    std::string error;
+    EXPECT_FALSE(client.members(&error).has_value());
+    EXPECT_NE(error.find("UNKNOWN_MESSAGE_TYPE"), std::string::npos) << error;
+  }
+  {
+    FakeServer server([](const v1::Request&, v1::Response& response) {
+      response.mutable_status();
+      return Action::kReply;
+    });
+    Client client(options_for(server));
+    std::string error;
+    EXPECT_FALSE(client.members(&error).has_value());
+    EXPECT_NE(error.find("carries no members"), std::string::npos) << error;
+  }
+  {
+    FakeServer server;
+    ClientOptions options;
+    options.socket_path = server.missing_socket_path();
+    Client client(options);
+    std::string error;
+    EXPECT_FALSE(client.members(&error).has_value());
+    EXPECT_FALSE(error.empty());
+    EXPECT_FALSE(client.members().has_value());  // error is optional
+  }
+}
+
 TEST(ClientTest, MovedClientKeepsItsConnection) {
   FakeServer server;
   Client a(options_for(server));

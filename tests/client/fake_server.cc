@@ -36,6 +36,8 @@ FakeServer::Action FakeServer::allow_all(const v1::Request& request, v1::Respons
     for (int i = 0; i < request.check().checks_size(); ++i) {
       response.mutable_check()->add_results()->set_allowed(true);
     }
+  } else if (request.has_members()) {
+    response.mutable_members()->set_mode("none");
   } else {
     response.mutable_status();
   }

@@ -26,7 +26,8 @@ class FakeServer {
   using Handler = std::function<Action(const v1::Request& request, v1::Response& response)>;
 
   // Answers every check with allowed/OK and no rules, every status with an
-  // empty status.
+  // empty status, every members request with a single node's (mode "none",
+  // no members).
   static Action allow_all(const v1::Request& request, v1::Response& response);
 
   explicit FakeServer(Handler handler = allow_all);

@@ -236,5 +236,99 @@ TEST(RlimitctlTest, StatusTextAndJson) {
   EXPECT_NE(json.out.find(R"("max_keys": 100)"), std::string::npos) << json.out;
 }
 
+// A gossip cluster of three as node-a sees it.
+Action cluster_of_three(const v1::Request& request, v1::Response& response) {
+  if (!request.has_members()) return FakeServer::allow_all(request, response);
+  v1::MembersResponse* m = response.mutable_members();
+  m->set_cluster("prod");
+  m->set_mode("gossip");
+  auto add = [&](const char* node, const char* address, const char* state,
+                 std::uint64_t incarnation, std::uint64_t seq, std::int64_t heard, bool self) {
+    v1::MemberInfo* member = m->add_members();
+    member->set_node_id(node);
+    member->set_address(address);
+    member->set_state(state);
+    member->set_incarnation(incarnation);
+    member->set_seq(seq);
+    member->set_last_heard_ms_ago(heard);
+    member->set_self(self);
+  };
+  add("node-a", "10.0.0.1:7946", "alive", 3, 41, 0, true);
+  add("node-b\t\"quoted\"", "[fd00::2]:7946", "suspect", 7, 1099511627776, 1500, false);
+  add("node-c", "node-c.internal:7946", "alive", 0, 0, -1, false);
+  return Action::kReply;
+}
+
+TEST(RlimitctlTest, MembersTable) {
+  FakeServer server(cluster_of_three);
+  const CtlRun run = run_ctl("--socket " + server.socket_path() + " members");
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  for (std::string_view needle : {"prod", "gossip", "NODE", "ADDRESS", "STATE", "INCARNATION",
+                                  "SEQ", "LAST HEARD", "node-a (self)", "10.0.0.1:7946", "suspect",
+                                  "[fd00::2]:7946", "1099511627776", "1.5s ago", "never"}) {
+    EXPECT_NE(run.out.find(needle), std::string::npos) << needle << "\n" << run.out;
+  }
+  // Only the answering node is marked.
+  EXPECT_EQ(run.out.find("(self)"), run.out.rfind("(self)")) << run.out;
+  EXPECT_EQ(run.out.find("node-b\t\"quoted\" (self)"), std::string::npos) << run.out;
+  const auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_TRUE(requests[0].has_members());
+}
+
+TEST(RlimitctlTest, MembersJsonCarriesEveryField) {
+  FakeServer server(cluster_of_three);
+  const CtlRun run = run_ctl("members --json --socket " + server.socket_path());
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(JsonChecker::valid(run.out)) << run.out;
+  for (std::string_view needle : {
+           R"("cluster": "prod")",
+           R"("mode": "gossip")",
+           R"("members": [)",
+           R"("node_id": "node-a")",
+           R"("address": "10.0.0.1:7946")",
+           R"("state": "alive")",
+           R"("incarnation": 3)",
+           R"("seq": 41)",
+           R"("last_heard_ms_ago": 0)",
+           R"("self": true)",
+           R"("node_id": "node-b\t\"quoted\"")",
+           R"("seq": 1099511627776)",
+           R"("last_heard_ms_ago": 1500)",
+           R"("self": false)",
+           R"("last_heard_ms_ago": -1)",
+       }) {
+    EXPECT_NE(run.out.find(needle), std::string::npos) << needle << "\n" << run.out;
+  }
+}
+
+TEST(RlimitctlTest, MembersOfASingleNode) {
+  FakeServer server;  // allow_all: mode none, no members
+  const CtlRun text = run_ctl("--socket " + server.socket_path() + " members");
+  EXPECT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("none"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("NODE"), std::string::npos) << text.out;
+  const CtlRun json = run_ctl("--socket " + server.socket_path() + " members --json");
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_TRUE(JsonChecker::valid(json.out)) << json.out;
+  EXPECT_NE(json.out.find(R"("members": [])"), std::string::npos) << json.out;
+}
+
+TEST(RlimitctlTest, MembersUnavailableOrRefusedExitsThree) {
+  FakeServer server;
+  const CtlRun missing =
+      run_ctl("--timeout-ms 100 --socket " + server.missing_socket_path() + " members --json");
+  EXPECT_EQ(missing.exit_code, 3);
+  EXPECT_EQ(missing.out, "");  // nothing on stdout that could be mistaken for an answer
+
+  // A daemon that does not know the request.
+  server.set_handler([](const v1::Request&, v1::Response& response) {
+    response.mutable_error()->set_code(v1::Error::UNKNOWN_MESSAGE_TYPE);
+    return Action::kReply;
+  });
+  EXPECT_EQ(run_ctl("--socket " + server.socket_path() + " members").exit_code, 3);
+  EXPECT_EQ(run_ctl("--socket " + server.socket_path() + " members --bogus").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace rlimit

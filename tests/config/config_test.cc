@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/limiter.h"
 #include "core/rule.h"
@@ -93,6 +96,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_TRUE(result.config.rules.rules.empty());
   EXPECT_TRUE(result.config.rules.exemptions.empty());
   EXPECT_EQ(result.config.source, "test.toml");
+  EXPECT_EQ(result.config.cluster.mode, ClusterMode::kNone);
 }
 
 TEST(ConfigTest, EmptyDaemonTableGivesDefaults) {
@@ -235,6 +239,9 @@ TEST(ConfigTest, ExampleFileLoadsIntoTheExpectedStructures) {
   ASSERT_EQ(internal.match.size(), 1u);
   EXPECT_EQ(internal.match[0].value.kind, ValueMatchKind::kPrefix);
   EXPECT_EQ(internal.rules, (std::vector<std::string>{"per-ip"}));
+
+  // The [cluster] example is commented out: a single node.
+  EXPECT_EQ(config.cluster.mode, ClusterMode::kNone);
 }
 
 TEST(ConfigTest, RuleWhereIsTheRuleHeader) {
@@ -585,7 +592,8 @@ TEST(ConfigErrorTest, TomlSyntaxError) {
 TEST(ConfigErrorTest, UnknownTopLevelKey) {
   EXPECT_TRUE(one_error("rules = 1\n", 1, 1,
                         {"top level", "unknown key \"rules\"", "did you mean \"rule\""}));
-  EXPECT_TRUE(one_error("[limits]\n", 1, 2, {"unknown key \"limits\"", "daemon, rule, exempt"}));
+  EXPECT_TRUE(
+      one_error("[limits]\n", 1, 2, {"unknown key \"limits\"", "daemon, cluster, rule, exempt"}));
 }
 
 TEST(ConfigErrorTest, UnknownDaemonKey) {
@@ -893,6 +901,484 @@ TEST(ConfigErrorTest, LongValuesAreCutInMessages) {
   ASSERT_EQ(result.errors.size(), 1u);
   EXPECT_LT(result.errors[0].message.size(), 200u);
   EXPECT_NE(result.errors[0].message.find("...\""), std::string::npos);
+}
+
+// ----- [cluster] ------------------------------------------------------------
+
+std::string cluster_with(std::string_view body) { return "[cluster]\n" + std::string(body); }
+
+// A gossip cluster that is valid as it stands, to which a test adds one line
+// (the added line is line 4).
+std::string gossip_with(std::string_view line) {
+  return "[cluster]\nmode = \"gossip\"\nsecret_file = \"/etc/rlimit/keyring\"\n" +
+         std::string(line) + "\n";
+}
+
+TEST(ClusterConfigTest, DefaultsWithoutTheSection) {
+  const LoadResult result = load("");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const ClusterSettings& c = result.config.cluster;
+  const ClusterSettings defaults;
+  EXPECT_EQ(c.mode, ClusterMode::kNone);
+  EXPECT_EQ(c.name, "rlimit");
+  EXPECT_EQ(c.bind, "127.0.0.1:7946");
+  EXPECT_EQ(c.advertise, "");
+  EXPECT_TRUE(c.seeds.empty());
+  EXPECT_EQ(c.secret_file, "");
+  EXPECT_EQ(c.gossip_interval_us, defaults.gossip_interval_us);
+  EXPECT_EQ(c.probe_interval_us, defaults.probe_interval_us);
+  EXPECT_EQ(c.probe_timeout_us, defaults.probe_timeout_us);
+  EXPECT_EQ(c.max_members, defaults.max_members);
+  EXPECT_EQ(c.max_peer_queue_bytes, defaults.max_peer_queue_bytes);
+
+  const LoadResult empty = load("[cluster]\n");
+  ASSERT_TRUE(empty.ok()) << all_errors(empty);
+  EXPECT_EQ(empty.config.cluster.mode, ClusterMode::kNone);
+  EXPECT_EQ(empty.config.cluster.name, "rlimit");
+}
+
+TEST(ClusterConfigTest, DefaultsAreWithinTheirOwnBounds) {
+  // Every default written out explicitly must load: the bounds admit them.
+  const ClusterSettings d;
+  EXPECT_LE(d.probe_timeout_us, d.probe_interval_us);
+  EXPECT_LE(d.reconnect_backoff_min_us, d.reconnect_backoff_max_us);
+  const LoadResult result = load(R"([cluster]
+mode = "none"
+gossip_interval = "20ms"
+fanout = 3
+mtu_bytes = 1400
+anti_entropy_interval = "1s"
+probe_interval = "500ms"
+probe_timeout = "200ms"
+indirect_probes = 3
+suspicion_timeout = "2s"
+dead_retention = "1m"
+max_members = 4096
+reconnect_backoff_min = "50ms"
+reconnect_backoff_max = "5s"
+max_peer_queue_bytes = 4194304
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const ClusterSettings& c = result.config.cluster;
+  EXPECT_EQ(c.gossip_interval_us, d.gossip_interval_us);
+  EXPECT_EQ(c.fanout, d.fanout);
+  EXPECT_EQ(c.mtu_bytes, d.mtu_bytes);
+  EXPECT_EQ(c.anti_entropy_interval_us, d.anti_entropy_interval_us);
+  EXPECT_EQ(c.probe_interval_us, d.probe_interval_us);
+  EXPECT_EQ(c.probe_timeout_us, d.probe_timeout_us);
+  EXPECT_EQ(c.indirect_probes, d.indirect_probes);
+  EXPECT_EQ(c.suspicion_timeout_us, d.suspicion_timeout_us);
+  EXPECT_EQ(c.dead_retention_us, d.dead_retention_us);
+  EXPECT_EQ(c.max_members, d.max_members);
+  EXPECT_EQ(c.reconnect_backoff_min_us, d.reconnect_backoff_min_us);
+  EXPECT_EQ(c.reconnect_backoff_max_us, d.reconnect_backoff_max_us);
+  EXPECT_EQ(c.max_peer_queue_bytes, d.max_peer_queue_bytes);
+}
+
+TEST(ClusterConfigTest, EveryClusterKey) {
+  const LoadResult result = load(R"([cluster]
+mode = "mesh"
+name = "prod-eu.1:a_b"
+bind = "0.0.0.0:7000"
+advertise = "[fd00::7]:7000"
+seeds = ["10.0.0.1:7000", "rlimit-2.internal:7000", "[fd00::3]:7000"]
+secret_file = "/etc/rlimit/keyring"
+gossip_interval = "10s"
+fanout = 0
+mtu_bytes = 65000
+anti_entropy_interval = "1h"
+probe_interval = "1m"
+probe_timeout = "1m"
+indirect_probes = 16
+suspicion_timeout = "10m"
+dead_retention = "7d"
+max_members = 100000
+reconnect_backoff_min = "10m"
+reconnect_backoff_max = "10m"
+max_peer_queue_bytes = 1073741824
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const ClusterSettings& c = result.config.cluster;
+  EXPECT_EQ(c.mode, ClusterMode::kMesh);
+  EXPECT_EQ(c.name, "prod-eu.1:a_b");
+  EXPECT_EQ(c.bind, "0.0.0.0:7000");
+  EXPECT_EQ(c.advertise, "[fd00::7]:7000");
+  EXPECT_EQ(c.seeds, (std::vector<std::string>{"10.0.0.1:7000", "rlimit-2.internal:7000",
+                                               "[fd00::3]:7000"}));
+  EXPECT_EQ(c.secret_file, "/etc/rlimit/keyring");
+  EXPECT_EQ(c.gossip_interval_us, 10 * kSecondUs);
+  EXPECT_EQ(c.fanout, 0u);
+  EXPECT_EQ(c.mtu_bytes, 65'000u);
+  EXPECT_EQ(c.anti_entropy_interval_us, 3'600 * kSecondUs);
+  EXPECT_EQ(c.probe_interval_us, 60 * kSecondUs);
+  EXPECT_EQ(c.probe_timeout_us, 60 * kSecondUs);
+  EXPECT_EQ(c.indirect_probes, 16u);
+  EXPECT_EQ(c.suspicion_timeout_us, 600 * kSecondUs);
+  EXPECT_EQ(c.dead_retention_us, 7 * 86'400 * kSecondUs);
+  EXPECT_EQ(c.max_members, 100'000u);
+  EXPECT_EQ(c.reconnect_backoff_min_us, 600 * kSecondUs);
+  EXPECT_EQ(c.reconnect_backoff_max_us, 600 * kSecondUs);
+  EXPECT_EQ(c.max_peer_queue_bytes, 1024u * 1024 * 1024);
+}
+
+TEST(ClusterConfigTest, LowestValues) {
+  const LoadResult result = load(R"([cluster]
+gossip_interval = "1ms"
+fanout = 0
+mtu_bytes = 576
+anti_entropy_interval = "10ms"
+probe_interval = "10ms"
+probe_timeout = "1ms"
+indirect_probes = 0
+suspicion_timeout = "10ms"
+dead_retention = "1s"
+max_members = 2
+reconnect_backoff_min = "1ms"
+reconnect_backoff_max = "1ms"
+max_peer_queue_bytes = 65536
+seeds = []
+)");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const ClusterSettings& c = result.config.cluster;
+  EXPECT_EQ(c.gossip_interval_us, 1'000);
+  EXPECT_EQ(c.mtu_bytes, 576u);
+  EXPECT_EQ(c.probe_timeout_us, 1'000);
+  EXPECT_EQ(c.max_members, 2u);
+  EXPECT_EQ(c.reconnect_backoff_max_us, 1'000);
+  EXPECT_EQ(c.max_peer_queue_bytes, 65'536u);
+  EXPECT_TRUE(c.seeds.empty());
+}
+
+TEST(ClusterConfigTest, Modes) {
+  for (const auto& [text, mode] :
+       {std::pair{"none", ClusterMode::kNone}, std::pair{"gossip", ClusterMode::kGossip},
+        std::pair{"mesh", ClusterMode::kMesh}}) {
+    const LoadResult result =
+        load("[cluster]\nmode = \"" + std::string(text) + "\"\nsecret_file = \"keys\"\n");
+    ASSERT_TRUE(result.ok()) << text << "\n" << all_errors(result);
+    EXPECT_EQ(result.config.cluster.mode, mode) << text;
+    EXPECT_EQ(cluster_mode_name(mode), text);
+  }
+  // Mode none needs no secret.
+  EXPECT_TRUE(load("[cluster]\nmode = \"none\"\n").ok());
+}
+
+TEST(ClusterConfigTest, ExampleInTheShippedFileIsValidWhenUncommented) {
+  // config/rlimitd.toml carries a commented-out [cluster] section: every line
+  // from "# [cluster]" to the next blank line, each starting with "# ".
+  std::ifstream file(std::string(RLIMIT_SOURCE_DIR) + "/config/rlimitd.toml");
+  ASSERT_TRUE(file.good());
+  std::string line;
+  std::string section;
+  bool inside = false;
+  while (std::getline(file, line)) {
+    if (line == "# [cluster]") inside = true;
+    if (!inside) continue;
+    if (line.empty()) break;
+    ASSERT_EQ(line.rfind("# ", 0), 0u) << line;
+    section += line.substr(2) + "\n";
+  }
+  ASSERT_FALSE(section.empty());
+  const LoadResult result = load(section);
+  ASSERT_TRUE(result.ok()) << section << all_errors(result);
+  EXPECT_NE(result.config.cluster.mode, ClusterMode::kNone);
+  EXPECT_FALSE(result.config.cluster.seeds.empty());
+}
+
+TEST(ClusterConfigErrorTest, SecretFileIsRequiredUnlessModeIsNone) {
+  EXPECT_TRUE(
+      one_error("[cluster]\nmode = \"gossip\"\n", 2, 8, {"cluster mode gossip needs secret_file"}));
+  EXPECT_TRUE(one_error("[cluster]\nname = \"x\"\nmode = \"mesh\"\n", 3, 8,
+                        {"cluster mode mesh needs secret_file"}));
+  const LoadResult with_secret = load(gossip_with(""));
+  EXPECT_TRUE(with_secret.ok()) << all_errors(with_secret);
+  EXPECT_EQ(with_secret.config.cluster.secret_file, "/etc/rlimit/keyring");
+  // A bad secret_file is reported there, not as a missing one.
+  EXPECT_TRUE(one_error("[cluster]\nmode = \"gossip\"\nsecret_file = \"\"\n", 3, 15,
+                        {"cluster: secret_file must not be empty"}));
+  EXPECT_TRUE(one_error("[cluster]\nmode = \"gossip\"\nsecret_file = 1\n", 3, 15,
+                        {"cluster: secret_file must be a string, not an integer"}));
+}
+
+TEST(ClusterConfigErrorTest, UnknownKeysAndWrongTypes) {
+  EXPECT_TRUE(one_error("[cluster]\nseed = [\"a:1\"]\n", 2, 1,
+                        {"cluster: unknown key \"seed\"", "did you mean \"seeds\""}));
+  EXPECT_TRUE(one_error("[cluster]\nfrobnicate = 1\n", 2, 1,
+                        {"cluster: unknown key \"frobnicate\"", "expected one of: mode, name"}));
+  EXPECT_TRUE(one_error("cluster = 1\n", 1, 11, {"cluster must be a table ([cluster])"}));
+  EXPECT_TRUE(one_error("[[cluster]]\n", 1, 1, {"cluster must be a table", "not an array"}));
+  EXPECT_TRUE(one_error(cluster_with("fanout = \"3\"\n"), 2, 10,
+                        {"cluster: fanout must be an integer, not a string"}));
+  EXPECT_TRUE(one_error(cluster_with("probe_interval = 5\n"), 2, 18,
+                        {"cluster: probe_interval must be a string such as \"1s\""}));
+  EXPECT_TRUE(one_error(cluster_with("seeds = \"a:1\"\n"), 2, 9,
+                        {"cluster: seeds must be an array of \"host:port\" strings"}));
+  EXPECT_TRUE(one_error(cluster_with("seeds = [\"a:1\", 7]\n"), 2, 17,
+                        {"cluster: seeds entry must be a string"}));
+  EXPECT_TRUE(one_error(cluster_with("bind = 7946\n"), 2, 8,
+                        {"cluster: bind must be a string such as \"10.0.0.1:7946\""}));
+  EXPECT_TRUE(one_error(cluster_with("name = true\n"), 2, 8,
+                        {"cluster: name must be a string, not a boolean"}));
+}
+
+TEST(ClusterConfigErrorTest, BadModeAndName) {
+  EXPECT_TRUE(one_error(cluster_with("mode = \"swim\"\n"), 2, 8,
+                        {"cluster: mode \"swim\": must be none, gossip or mesh"}));
+  EXPECT_TRUE(one_error(cluster_with("name = \"\"\n"), 2, 8,
+                        {"cluster: name \"\": must be 1 to 64 characters from A-Z a-z 0-9"}));
+  EXPECT_TRUE(one_error(cluster_with("name = \"a b\"\n"), 2, 8, {"cluster: name \"a b\""}));
+  EXPECT_TRUE(one_error(cluster_with("name = \"" + std::string(65, 'n') + "\"\n"), 2, 8,
+                        {"must be 1 to 64 characters"}));
+  EXPECT_TRUE(load(cluster_with("name = \"" + std::string(64, 'n') + "\"\n")).ok());
+}
+
+TEST(ClusterConfigErrorTest, BadAddresses) {
+  struct Case {
+    std::string_view line;
+    std::uint32_t column;
+    std::string_view needle;
+  };
+  for (const Case& c : {
+           Case{"bind = \"10.0.0.1\"", 8, "cluster: bind \"10.0.0.1\": missing port"},
+           Case{"bind = \"10.0.0.1:0\"", 8, "port must be from 1 to 65535"},
+           Case{"bind = \"10.0.0.1:65536\"", 8, "port must be from 1 to 65535"},
+           Case{"bind = \"10.0.0.1:http\"", 8, "port must be a decimal number"},
+           Case{"bind = \"10.0.0.256:1\"", 8, "not an IPv4 address"},
+           Case{"bind = \"::1:7946\"", 8, "an IPv6 address must be in brackets"},
+           Case{"bind = \"[::1:7946\"", 8, "unclosed '['"},
+           Case{"bind = \"[::g]:7946\"", 8, "not an IPv6 address"},
+           Case{"bind = \":7946\"", 8, "missing host"},
+           Case{"bind = \"bad_-.host:1\"", 8, "not a valid host name"},
+           Case{"advertise = \"\"", 13, "cluster: advertise \"\": empty"},
+           Case{"advertise = \"a b:1\"", 13, "must not contain spaces"},
+           Case{"advertise = \"0.0.0.0:7946\"", 13, "wildcard address"},
+           Case{"advertise = \"[::]:7946\"", 13, "wildcard address"},
+           Case{"seeds = [\"ok:1\", \"nope\"]", 18, "cluster: seeds entry \"nope\": missing port"},
+       }) {
+    EXPECT_TRUE(one_error(cluster_with(std::string(c.line) + "\n"), 2, c.column, {c.needle}))
+        << c.line;
+  }
+}
+
+TEST(ClusterConfigErrorTest, WildcardBindNeedsAdvertiseInACluster) {
+  EXPECT_TRUE(one_error(gossip_with("bind = \"0.0.0.0:7946\""), 4, 8,
+                        {"cluster: bind \"0.0.0.0:7946\": a wildcard address", "set advertise"}));
+  EXPECT_TRUE(load(gossip_with("bind = \"0.0.0.0:7946\"\nadvertise = \"10.0.0.1:7946\"")).ok());
+  // A single node never advertises: no complaint.
+  EXPECT_TRUE(load(cluster_with("bind = \"[::]:7946\"\n")).ok());
+}
+
+TEST(ClusterConfigErrorTest, TooManySeeds) {
+  std::string seeds = "seeds = [\n";
+  for (int i = 0; i < 65; ++i) seeds += "  \"10.0.0." + std::to_string(i + 1) + ":7946\",\n";
+  seeds += "]\n";
+  // Seeds are on lines 3..67: the 65th (line 67) is the first too many.
+  EXPECT_TRUE(
+      one_error(cluster_with(seeds), 67, 3, {"cluster: seeds: too many seeds: 65", "at most 64"}));
+  seeds.erase(seeds.rfind("  \"10.0.0.65"), std::string("  \"10.0.0.65:7946\",\n").size());
+  const LoadResult ok = load(cluster_with(seeds));
+  ASSERT_TRUE(ok.ok()) << all_errors(ok);
+  EXPECT_EQ(ok.config.cluster.seeds.size(), 64u);
+}
+
+TEST(ClusterConfigErrorTest, DurationsOutOfRange) {
+  struct Case {
+    std::string_view line;
+    std::string_view needle;
+  };
+  for (const Case& c : {
+           Case{"gossip_interval = \"999us\"", "gossip_interval \"999us\": must be at least 1ms"},
+           Case{"gossip_interval = \"11s\"", "gossip_interval \"11s\": must be at most 10s"},
+           Case{"anti_entropy_interval = \"9ms\"", "must be at least 10ms"},
+           Case{"anti_entropy_interval = \"61m\"", "must be at most 1h"},
+           Case{"probe_interval = \"9ms\"", "probe_interval \"9ms\": must be at least 10ms"},
+           Case{"probe_interval = \"2m\"", "must be at most 1m"},
+           Case{"probe_timeout = \"0s\"", "probe_timeout \"0s\": must be at least 1ms"},
+           Case{"suspicion_timeout = \"9ms\"", "must be at least 10ms"},
+           Case{"suspicion_timeout = \"11m\"", "must be at most 10m"},
+           Case{"dead_retention = \"999ms\"", "must be at least 1s"},
+           Case{"dead_retention = \"8d\"", "must be at most 7d"},
+           Case{"reconnect_backoff_min = \"0ms\"", "must be at least 1ms"},
+           Case{"reconnect_backoff_max = \"11m\"", "must be at most 10m"},
+           Case{"gossip_interval = \"fast\"", "gossip_interval \"fast\":"},
+       }) {
+    const std::string text = "[cluster]\n" + std::string(c.line) + "\n";
+    const std::uint32_t column = static_cast<std::uint32_t>(c.line.find('=') + 3);
+    EXPECT_TRUE(one_error(text, 2, column, {"cluster: ", c.needle})) << c.line;
+  }
+}
+
+TEST(ClusterConfigErrorTest, ProbeTimeoutMustNotExceedTheInterval) {
+  EXPECT_TRUE(
+      one_error(cluster_with("probe_interval = \"100ms\"\nprobe_timeout = \"101ms\"\n"), 3, 17,
+                {"cluster: probe_timeout \"101ms\": must not exceed probe_interval (100ms)"}));
+  // Against the default interval (500ms).
+  EXPECT_TRUE(one_error(cluster_with("probe_timeout = \"600ms\"\n"), 2, 17,
+                        {"must not exceed probe_interval (500ms by default)"}));
+  // A short interval against the default timeout (200ms) is blamed on the interval.
+  EXPECT_TRUE(one_error(cluster_with("probe_interval = \"100ms\"\n"), 2, 18,
+                        {"cluster: probe_interval \"100ms\": must not be less than probe_timeout "
+                         "(200ms by default); set probe_timeout too"}));
+  EXPECT_TRUE(load(cluster_with("probe_interval = \"100ms\"\nprobe_timeout = \"100ms\"\n")).ok());
+  // An invalid value is reported once, not compared as well.
+  EXPECT_TRUE(one_error(cluster_with("probe_interval = \"1ms\"\nprobe_timeout = \"50ms\"\n"), 2, 18,
+                        {"must be at least 10ms"}));
+}
+
+TEST(ClusterConfigErrorTest, ReconnectBackoffMinMustNotExceedMax) {
+  EXPECT_TRUE(one_error(
+      cluster_with("reconnect_backoff_min = \"2s\"\nreconnect_backoff_max = \"1s\"\n"), 2, 25,
+      {"cluster: reconnect_backoff_min \"2s\": must not exceed reconnect_backoff_max (1s)"}));
+  EXPECT_TRUE(one_error(cluster_with("reconnect_backoff_min = \"10s\"\n"), 2, 25,
+                        {"must not exceed reconnect_backoff_max (5s by default)"}));
+  EXPECT_TRUE(one_error(cluster_with("reconnect_backoff_max = \"10ms\"\n"), 2, 25,
+                        {"cluster: reconnect_backoff_max \"10ms\": must not be less than "
+                         "reconnect_backoff_min (50ms by default)"}));
+}
+
+TEST(ClusterConfigErrorTest, IntegersOutOfRange) {
+  struct Case {
+    std::string_view line;
+    std::string_view needle;
+  };
+  for (const Case& c : {
+           Case{"fanout = -1", "fanout -1: must not be negative"},
+           Case{"fanout = 65", "fanout 65: must be at most 64"},
+           Case{"mtu_bytes = 575", "mtu_bytes 575: must be at least 576"},
+           Case{"mtu_bytes = 65001", "must be at most 65000"},
+           Case{"indirect_probes = 17", "indirect_probes 17: must be at most 16"},
+           Case{"max_members = 1", "max_members 1: must be at least 2"},
+           Case{"max_members = 100001", "must be at most 100000"},
+           Case{"max_peer_queue_bytes = 65535", "must be at least 65536"},
+           Case{"max_peer_queue_bytes = 1073741825", "must be at most 1073741824"},
+       }) {
+    const std::string text = "[cluster]\n" + std::string(c.line) + "\n";
+    const std::uint32_t column = static_cast<std::uint32_t>(c.line.find('=') + 3);
+    EXPECT_TRUE(one_error(text, 2, column, {"cluster: ", c.needle})) << c.line;
+  }
+}
+
+TEST(ClusterConfigErrorTest, AllProblemsInFileOrder) {
+  const LoadResult result = load(R"([cluster]
+mode = "gossip"
+fanout = 99
+bind = "nope"
+probe_timeout = "1h"
+)");
+  ASSERT_EQ(result.errors.size(), 4u) << all_errors(result);
+  EXPECT_EQ(result.errors[0].line, 2u);  // the missing secret_file, at mode
+  EXPECT_EQ(result.errors[1].line, 3u);
+  EXPECT_EQ(result.errors[2].line, 4u);
+  EXPECT_EQ(result.errors[3].line, 5u);
+  EXPECT_EQ(result.config.cluster.mode, ClusterMode::kNone);  // nothing half-built
+}
+
+// ----- parse_host_port / split_seed_list -------------------------------------
+
+TEST(HostPortTest, Accepts) {
+  struct Case {
+    std::string_view text;
+    std::string_view host;
+    std::uint16_t port;
+  };
+  for (const Case& c : {
+           Case{"127.0.0.1:7946", "127.0.0.1", 7946},
+           Case{"0.0.0.0:1", "0.0.0.0", 1},
+           Case{"255.255.255.255:65535", "255.255.255.255", 65535},
+           Case{"[::1]:7946", "::1", 7946},
+           Case{"[::]:80", "::", 80},
+           Case{"[fd00:1:2::3]:7000", "fd00:1:2::3", 7000},
+           Case{"[::ffff:10.0.0.1]:7000", "::ffff:10.0.0.1", 7000},
+           Case{"[fe80::1%eth0]:7946", "fe80::1%eth0", 7946},
+           Case{"localhost:7946", "localhost", 7946},
+           Case{"rlimit-2.prod.example.com:7946", "rlimit-2.prod.example.com", 7946},
+           Case{"rlimit_2:7946", "rlimit_2", 7946},
+           Case{"1host:7946", "1host", 7946},
+           Case{"h:00080", "h", 80},
+       }) {
+    std::string host = "untouched";
+    std::uint16_t port = 0;
+    std::string error = "untouched";
+    EXPECT_TRUE(parse_host_port(c.text, &host, &port, &error)) << c.text << ": " << error;
+    EXPECT_EQ(host, c.host) << c.text;
+    EXPECT_EQ(port, c.port) << c.text;
+  }
+  // Every output is optional.
+  EXPECT_TRUE(parse_host_port("a:1", nullptr, nullptr, nullptr));
+}
+
+TEST(HostPortTest, Rejects) {
+  for (std::string_view text : {
+           "",
+           "host",
+           "host:",
+           ":1",
+           "host:0",
+           "host:65536",
+           "host:99999999999",
+           "host:-1",
+           "host:+1",
+           "host:1x",
+           "host: 1",
+           " host:1",
+           "host:1\n",
+           "1.2.3:1",
+           "1.2.3.4.5:1",
+           "01.2.3.4:1",
+           "256.0.0.1:1",
+           "::1:1",
+           "fd00::1:7946",
+           "[::1]",
+           "[::1]7946",
+           "[::1:1",
+           "[]:1",
+           "[10.0.0.1]:1",
+           "[::1%]:1",
+           "[zz::1]:1",
+           "-host:1",
+           "host-:1",
+           "a..b:1",
+           "a.:1",
+           ".a:1",
+           "ho$t:1",
+           "höst:1",
+       }) {
+    std::string host = "untouched";
+    std::uint16_t port = 42;
+    std::string error;
+    EXPECT_FALSE(parse_host_port(text, &host, &port, &error)) << text;
+    EXPECT_FALSE(error.empty()) << text;
+    EXPECT_EQ(host, "untouched") << text;
+    EXPECT_EQ(port, 42) << text;
+  }
+  const std::string long_label(64, 'a');
+  EXPECT_FALSE(parse_host_port(long_label + ":1", nullptr, nullptr, nullptr));
+  EXPECT_TRUE(parse_host_port(long_label.substr(1) + ":1", nullptr, nullptr, nullptr));
+  std::string long_name;
+  while (long_name.size() < 254) long_name += "abcdefghi.";
+  long_name.resize(254);
+  EXPECT_FALSE(parse_host_port(long_name + ":1", nullptr, nullptr, nullptr));
+}
+
+TEST(HostPortTest, MessagesSayWhy) {
+  std::string error;
+  EXPECT_FALSE(parse_host_port("10.0.0.1", nullptr, nullptr, &error));
+  EXPECT_NE(error.find("missing port"), std::string::npos) << error;
+  EXPECT_FALSE(parse_host_port("::1:7946", nullptr, nullptr, &error));
+  EXPECT_NE(error.find("[::1]:7946"), std::string::npos) << error;
+  EXPECT_FALSE(parse_host_port("h:70000", nullptr, nullptr, &error));
+  EXPECT_NE(error.find("1 to 65535"), std::string::npos) << error;
+}
+
+TEST(SeedListTest, SplitsTrimsAndDropsEmpties) {
+  EXPECT_EQ(split_seed_list(""), std::vector<std::string>{});
+  EXPECT_EQ(split_seed_list(" , ,,"), std::vector<std::string>{});
+  EXPECT_EQ(split_seed_list("a:1"), (std::vector<std::string>{"a:1"}));
+  EXPECT_EQ(split_seed_list("a:1, b:2,,\tc:3 ,"), (std::vector<std::string>{"a:1", "b:2", "c:3"}));
+  EXPECT_EQ(split_seed_list("[::1]:1,[fd00::2]:2"),
+            (std::vector<std::string>{"[::1]:1", "[fd00::2]:2"}));
+  // Entries are not checked here.
+  EXPECT_EQ(split_seed_list("nope"), (std::vector<std::string>{"nope"}));
 }
 
 }  // namespace

@@ -101,6 +101,23 @@ struct DaemonStatus {
   std::vector<std::pair<std::string, std::uint64_t>> counters;  // in daemon order
 };
 
+// One node of the daemon's cluster, as that daemon sees it.
+struct RLIMIT_API ClusterMember {
+  std::string node_id;
+  std::string address;                  // host:port of its peer socket
+  std::string state;                    // "alive", "suspect", "dead", "left"
+  std::uint64_t incarnation = 0;        // bumped by the node to refute suspicion
+  std::uint64_t seq = 0;                // latest state sequence number seen from it
+  std::int64_t last_heard_ms_ago = -1;  // -1: never heard from directly
+  bool self = false;                    // the daemon answering
+};
+
+struct RLIMIT_API ClusterMembers {
+  std::string cluster;                 // cluster name; empty when clustering is off
+  std::string mode;                    // "none", "gossip", "mesh"
+  std::vector<ClusterMember> members;  // in the daemon's order
+};
+
 struct ClientOptions {
   std::string socket_path;       // empty: the default ($XDG_RUNTIME_DIR or /tmp)/rlimitd.sock
   std::uint32_t timeout_ms = 5;  // per call, connect included
@@ -145,6 +162,11 @@ class RLIMIT_API Client {
 
   // The daemon's status, or nullopt with `error` set.
   std::optional<DaemonStatus> status(std::string* error = nullptr);
+
+  // The cluster membership as the daemon sees it, or nullopt with `error`
+  // set (a daemon too old to know the request answers with an
+  // UNKNOWN_MESSAGE_TYPE error).
+  std::optional<ClusterMembers> members(std::string* error = nullptr);
 
   // True while a connection is open.
   bool connected() const;
