@@ -122,6 +122,33 @@ class Membership {
   struct PendingUpdate;
   struct IndirectRequest;
 
+  Member* find(std::string_view id);
+  const Member* find(std::string_view id) const;
+  // nullptr (and counted) when the table is at max_members.
+  Member* add_member(const std::string& id, const std::string& address, MemberState state,
+                     std::uint64_t incarnation, std::uint64_t seq, TimeUs now);
+  void remove_member(std::size_t index);
+  void heard_from(const peer::v1::PeerMessage& message, TimeUs now);
+  // `spread`: queue what changed for piggybacking.
+  void apply(const peer::v1::MemberUpdate& update, TimeUs now, bool spread);
+  void apply_about_self(MemberState state, std::uint64_t incarnation, std::uint64_t seq);
+  void enqueue(const std::string& id);
+  // Adds queued updates up to max_piggyback (records already present count
+  // and are not repeated). `to_id` is the receiver: if we suspect it or think
+  // it dead, its own record goes first so it can refute at once.
+  void piggyback(peer::v1::PeerMessage& message, std::string_view to_id);
+  void send(Outbox& out, const std::string& address, std::string_view to_id,
+            peer::v1::PeerMessage message);
+  bool has_seeds() const;
+  void send_joins(Outbox& out);
+  void send_join_reply(const std::string& address, Outbox& out) const;
+  void on_ping_req(const peer::v1::PeerMessage& message, TimeUs now, Outbox& out);
+  void on_ack(const peer::v1::PeerMessage& message, Outbox& out);
+  void start_probe(TimeUs now, Outbox& out);
+  void check_probes(TimeUs now, Outbox& out);
+  void reconnect(Outbox& out);
+  void expire(TimeUs now);
+
   MembershipOptions options_;
   std::mt19937_64 rng_;
   std::vector<Member> members_;  // [0] is self
