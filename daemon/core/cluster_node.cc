@@ -10,9 +10,13 @@ namespace {
 using peer::v1::Counters;
 using peer::v1::PeerMessage;
 
-// Room kept free for piggybacked membership news and the message header when
-// filling a payload with counters.
+// Room kept free for the message header when filling a payload with counters.
 constexpr std::size_t kCounterSlackBytes = 16;
+// Room kept for piggybacked membership news (up to max_piggyback records of
+// an id, an address and two numbers each); send() trims what still does not fit.
+std::size_t piggyback_reserve_bytes(std::size_t max_payload_bytes) {
+  return std::min<std::size_t>(max_payload_bytes / 4, 400);
+}
 
 std::uint16_t default_rounds(std::size_t live_peers) {
   // Epidemic spread reaches everyone in about log2(n) rounds; one more for luck.
@@ -104,6 +108,10 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
       rng_(seed),
       membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull) {}
 
+std::size_t ClusterNode::counter_budget() const {
+  return options_.max_payload_bytes - piggyback_reserve_bytes(options_.max_payload_bytes);
+}
+
 void ClusterNode::start(TimeUs now) {
   limiter_.enable_replication(options_.membership.node_id, options_.membership.incarnation, now);
   membership_.start(now, membership_out_);
@@ -121,6 +129,12 @@ void ClusterNode::send(OutMessage message) {
   m.set_from_address(self.address);
   m.set_from_incarnation(self.incarnation);
   if (m.members_size() == 0) membership_.add_piggyback(m);
+  // Membership news rides along only where it fits; the updates are sent
+  // again later (each several times), so trimming loses nothing for good.
+  while (m.members_size() > 0 && m.ByteSizeLong() > options_.max_payload_bytes) {
+    m.mutable_members()->RemoveLast();
+    ++stats_.piggyback_trimmed;
+  }
   OutPacket packet;
   packet.address = std::move(message.address);
   m.SerializeToString(&packet.payload);
@@ -176,7 +190,7 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   const Ledger& ledger = limiter_.ledger();
   OutMessage base;
   base.message.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base.message, options_.max_payload_bytes);
+  CounterPacker packer(ledger, base.message, counter_budget());
   for (const auto& [key, theirs] : offered) {
     const Ledger::KeyState* state = ledger.find(key);
     if (state == nullptr) continue;
@@ -236,7 +250,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   // Newest changes first; what does not fit in this round's packets waits.
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, options_.max_payload_bytes);
+  CounterPacker packer(ledger, base, counter_budget());
   const std::vector<std::string>& changed = ledger.changed();
   std::vector<std::string> sent_keys;
   bool deferred = false;
@@ -268,7 +282,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   Ledger& ledger = limiter_.ledger();
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, options_.max_payload_bytes);
+  CounterPacker packer(ledger, base, counter_budget());
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,

@@ -53,6 +53,7 @@ struct ClusterStats {
   std::uint64_t gossip_rounds = 0;
   std::uint64_t gossip_backlog_deferred = 0;  // rounds that left changes for later
   std::uint64_t anti_entropy_pushes = 0;
+  std::uint64_t piggyback_trimmed = 0;  // membership records left off a full payload
 };
 
 // A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the
@@ -85,6 +86,8 @@ class ClusterNode {
 
  private:
   void send(OutMessage message);
+  // Bytes of a payload that counters may fill.
+  std::size_t counter_budget() const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);

@@ -1,0 +1,203 @@
+// ClusterNode end to end in one process: real Limiters, Membership and
+// gossip over an in-test network with loss, on virtual time.
+#include "core/cluster_node.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+RuleSet global_rule(std::int64_t limit, std::int64_t period_us, std::int64_t burst) {
+  Rule rule;
+  rule.name = "global";
+  ValueMatcher each;
+  each.each = true;
+  rule.match.push_back({"api", each});
+  rule.params = {limit, period_us, burst};
+  RuleSet rules;
+  rules.rules.push_back(rule);
+  return rules;
+}
+
+struct SimNode {
+  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<ClusterNode> node;
+  bool up = true;
+};
+
+class Sim {
+ public:
+  Sim(int n, const RuleSet& rules, double loss, std::uint64_t seed, ClusterOptions base = {})
+      : rng_(seed), loss_(loss) {
+    for (int i = 0; i < n; ++i) {
+      ClusterOptions options = base;
+      options.cluster_name = "sim";
+      options.membership.node_id = "n" + std::to_string(i);
+      options.membership.address = "10.0.0." + std::to_string(i + 1) + ":7946";
+      options.membership.incarnation = 1000 + static_cast<std::uint64_t>(i);
+      options.membership.seeds = {"10.0.0.1:7946"};
+      options.membership.probe_interval_us = 100'000;
+      options.membership.probe_timeout_us = 40'000;
+      options.membership.suspicion_timeout_us = 500'000;
+      options.anti_entropy_interval_us = 200'000;
+      SimNode sim;
+      sim.limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, rules);
+      sim.node = std::make_unique<ClusterNode>(options, *sim.limiter, seed * 31 + static_cast<std::uint64_t>(i));
+      by_address_[options.membership.address] = static_cast<std::size_t>(i);
+      nodes_.push_back(std::move(sim));
+    }
+    for (SimNode& s : nodes_) s.node->start(now_);
+    collect();
+  }
+
+  // Advances virtual time by `us` in 5 ms ticks, delivering packets after 1 ms.
+  void run(TimeUs us) {
+    const TimeUs end = now_ + us;
+    while (now_ < end) {
+      now_ += 1000;
+      while (!queue_.empty() && queue_.front().at <= now_) {
+        Packet p = std::move(queue_.front());
+        queue_.pop_front();
+        SimNode& to = nodes_[p.to];
+        if (to.up) to.node->on_payload(p.payload, now_);
+      }
+      if (now_ % 5000 == 0) {
+        for (SimNode& s : nodes_) {
+          if (s.up) s.node->tick(now_);
+        }
+      }
+      collect();
+    }
+  }
+
+  bool check(std::size_t i, const char* api, std::int64_t cost = 1) {
+    const Descriptor d[] = {{"api", api}};
+    CheckOutput out;
+    nodes_[i].limiter->check({d, cost, nullptr}, now_, out);
+    return out.allowed;
+  }
+  std::int64_t remaining(std::size_t i, const char* api) {
+    const Descriptor d[] = {{"api", api}};
+    CheckOutput out;
+    nodes_[i].limiter->check({d, 0, nullptr}, now_, out);
+    return out.rules[0].remaining;
+  }
+  SimNode& node(std::size_t i) { return nodes_[i]; }
+  std::size_t max_payload_seen() const { return max_payload_; }
+  void set_loss(double loss) { loss_ = loss; }
+
+ private:
+  struct Packet {
+    TimeUs at;
+    std::size_t to;
+    std::string payload;
+  };
+  void collect() {
+    for (SimNode& s : nodes_) {
+      for (OutPacket& p : s.node->outbox()) {
+        max_payload_ = std::max(max_payload_, p.payload.size());
+        if (!s.up) continue;
+        if (std::uniform_real_distribution<double>(0, 1)(rng_) < loss_) continue;
+        auto it = by_address_.find(p.address);
+        if (it == by_address_.end()) continue;
+        queue_.push_back({now_ + 1000, it->second, std::move(p.payload)});
+      }
+      s.node->outbox().clear();
+    }
+  }
+
+  std::mt19937_64 rng_;
+  double loss_;
+  TimeUs now_ = 1'000'000;
+  std::vector<SimNode> nodes_;
+  std::map<std::string, std::size_t> by_address_;
+  std::deque<Packet> queue_;
+  std::size_t max_payload_ = 0;
+};
+
+TEST(ClusterNodeTest, ConsumptionReachesEveryNode) {
+  Sim sim(5, global_rule(100, 3600 * kUsPerSecond, 100), 0.0, 1);
+  sim.run(2 * kUsPerSecond);  // join
+  for (std::size_t i = 0; i < 5; ++i) {
+    ASSERT_EQ(sim.node(i).node->membership().live_peers().size(), 4u) << i;
+  }
+  for (std::size_t i = 0; i < 5; ++i) {
+    for (int k = 0; k < 4; ++k) ASSERT_TRUE(sim.check(i, "search"));
+  }
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(sim.remaining(i, "search"), 80) << i;
+}
+
+TEST(ClusterNodeTest, HeavyLossIsRepairedByAntiEntropy) {
+  Sim sim(4, global_rule(1000, 3600 * kUsPerSecond, 1000), 0.0, 2);
+  sim.run(2 * kUsPerSecond);
+  sim.set_loss(0.6);
+  for (int round = 0; round < 50; ++round) {
+    for (std::size_t i = 0; i < 4; ++i) sim.check(i, "k");
+    sim.run(10'000);
+  }
+  sim.set_loss(0.0);
+  sim.run(3 * kUsPerSecond);
+  const std::int64_t reference = sim.remaining(0, "k");
+  EXPECT_EQ(reference, 1000 - 200);
+  for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(sim.remaining(i, "k"), reference) << i;
+}
+
+TEST(ClusterNodeTest, ManyKeysArePackedWithinThePayloadBound) {
+  ClusterOptions options;
+  options.max_payload_bytes = 600;
+  Sim sim(3, global_rule(10, 3600 * kUsPerSecond, 10), 0.0, 3, options);
+  sim.run(2 * kUsPerSecond);
+  std::vector<std::string> keys;
+  for (int k = 0; k < 500; ++k) keys.push_back("key-" + std::to_string(k));
+  for (const std::string& k : keys) ASSERT_TRUE(sim.check(0, k.c_str()));
+  sim.run(3 * kUsPerSecond);
+  EXPECT_LE(sim.max_payload_seen(), 600u);
+  for (const std::string& k : keys) {
+    EXPECT_EQ(sim.remaining(1, k.c_str()), 9) << k;
+    EXPECT_EQ(sim.remaining(2, k.c_str()), 9) << k;
+  }
+  EXPECT_GT(sim.node(0).node->stats().gossip_backlog_deferred + sim.node(0).node->stats().anti_entropy_pushes, 0u);
+}
+
+TEST(ClusterNodeTest, ForeignAndMalformedPayloadsAreCountedAndIgnored) {
+  Sim sim(2, global_rule(10, kUsPerSecond, 10), 0.0, 4);
+  ClusterNode& node = *sim.node(0).node;
+  node.on_payload("definitely not protobuf \xff\xff\xff", 0);
+  peer::v1::PeerMessage foreign;
+  foreign.set_cluster("other");
+  foreign.set_from_id("x");
+  node.on_payload(foreign.SerializeAsString(), 0);
+  EXPECT_EQ(node.stats().malformed_payloads, 1u);
+  EXPECT_EQ(node.stats().foreign_cluster, 1u);
+  EXPECT_EQ(sim.remaining(0, "a"), 10);
+}
+
+TEST(ClusterNodeTest, DeterministicForOneSeed) {
+  auto run_once = [] {
+    Sim sim(4, global_rule(50, kUsPerSecond, 50), 0.1, 99);
+    sim.run(kUsPerSecond);
+    for (int i = 0; i < 40; ++i) sim.check(static_cast<std::size_t>(i % 4), "a");
+    sim.run(kUsPerSecond);
+    std::vector<std::uint64_t> digest;
+    for (std::size_t i = 0; i < 4; ++i) {
+      digest.push_back(sim.node(i).node->stats().packets_out);
+      digest.push_back(sim.node(i).node->stats().bytes_out);
+      digest.push_back(static_cast<std::uint64_t>(sim.remaining(i, "a")));
+    }
+    return digest;
+  };
+  EXPECT_EQ(run_once(), run_once());
+}
+
+}  // namespace
+}  // namespace rlimit::core
