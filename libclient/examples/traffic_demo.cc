@@ -8,7 +8,10 @@
 // Rules keyed by user or ip give each stream a bucket of its own, so "allowed"
 // should never exceed "max" for a row.
 //
-// Usage: rlimit-traffic-demo [--socket PATH] [--seconds 3] [--timeout-ms 100]
+// Usage: rlimit-traffic-demo [--socket PATH]... [--seconds 3] [--timeout-ms 100]
+// With several --socket options (one per node of a cluster) the checks of
+// every stream are spread round-robin over the nodes, and the table shows what
+// the cluster as a whole allowed against one global limit.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -77,20 +80,26 @@ double capacity(std::uint64_t limit, std::uint64_t period_ms, std::uint64_t burs
 int main(int argc, char** argv) {
   CLI::App app{"Drive rlimitd with traffic at about 3x its limits and report per rule.",
                "rlimit-traffic-demo"};
-  std::string socket_path;
+  std::vector<std::string> socket_paths;
   double seconds = 3;
   std::uint32_t timeout_ms = 100;
-  app.add_option("--socket", socket_path, "rlimitd's Unix socket (default: the usual path)");
+  app.add_option("--socket", socket_paths,
+                 "rlimitd's Unix socket (default: the usual path); repeat for every node of a cluster");
   app.add_option("--seconds", seconds, "How long to drive traffic")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 600.0));
   app.add_option("--timeout-ms", timeout_ms, "Per-check timeout")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  rlimit::ClientOptions options;
-  options.socket_path = socket_path;
-  options.timeout_ms = timeout_ms;
-  rlimit::Client client(options);
+  if (socket_paths.empty()) socket_paths.emplace_back();  // the default path
+  std::vector<rlimit::Client> clients;
+  for (const std::string& path : socket_paths) {
+    rlimit::ClientOptions options;
+    options.socket_path = path;
+    options.timeout_ms = timeout_ms;
+    clients.emplace_back(options);
+  }
+  rlimit::Client& client = clients.front();
 
   std::string error;
   const auto status = client.status(&error);
@@ -99,7 +108,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "rlimitd " << status->version << " on node " << status->node_id << ", config "
-            << status->config_source << ", " << status->rules.size() << " rule(s)\n\n";
+            << status->config_source << ", " << status->rules.size() << " rule(s)";
+  if (clients.size() > 1) std::cout << "; checks spread over " << clients.size() << " nodes";
+  std::cout << "\n\n";
 
   // Learn each stream's rules with a check that charges nothing.
   std::vector<Scenario> scenarios = make_scenarios();
@@ -153,7 +164,7 @@ int main(int argc, char** argv) {
     ++sent[next];
 
     Scenario& s = scenarios[next];
-    const rlimit::Decision d = client.check(s.descriptors);
+    const rlimit::Decision d = clients[s.checks % clients.size()].check(s.descriptors);
     ++s.checks;
     switch (d.status) {
       case rlimit::DecisionStatus::kOk:
