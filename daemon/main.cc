@@ -1,21 +1,41 @@
-// rlimitd: parses flags, loads and checks the config, then runs the server in
-// the foreground. Exit codes: 0 clean stop, 1 runtime failure (socket in use,
-// loop failed), 2 bad flags or an invalid config.
+// rlimitd: parses flags, loads and checks the config (and, in a cluster, the
+// secret file), then runs the server in the foreground. Exit codes: 0 clean
+// stop, 1 runtime failure (socket in use, loop failed), 2 bad flags, an
+// invalid config or an unusable secret file.
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstddef>
+#include <cstdint>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "config/config.h"
+#include "shell/envelope.h"
 #include "shell/logging.h"
 #include "shell/overrides.h"
+#include "shell/peer_address.h"
 #include "shell/server.h"
 
 namespace {
 
 constexpr int kExitUsage = 2;
+
+// A CLI11 validator for one host:port (config::parse_host_port's rules);
+// `allow_port_zero` for a bind address.
+CLI::Validator host_port_validator(bool allow_port_zero) {
+  return CLI::Validator(
+      [allow_port_zero](std::string& text) -> std::string {
+        std::string error;
+        if (rlimit::shell::split_address(text, allow_port_zero, &error)) return "";
+        return error;
+      },
+      "HOST:PORT");
+}
 
 }  // namespace
 
@@ -29,6 +49,14 @@ int main(int argc, char** argv) {
   std::string log_level;
   std::string socket_mode;
   std::size_t max_keys = 0;
+  std::string cluster_mode;
+  std::string bind;
+  std::string advertise;
+  std::string seeds;
+  std::string secret_file;
+  std::string cluster_name;
+  std::int64_t gossip_interval_ms = 0;
+  std::uint32_t fanout = 0;
   bool check_config = false;
   bool version = false;
   // A flag given twice (a wrapper adding to a service's command line) takes
@@ -46,6 +74,33 @@ int main(int argc, char** argv) {
           },
           "OCTAL"));
   app.add_option("--max-keys", max_keys, "most buckets held in memory")->check(CLI::PositiveNumber);
+  app.add_option("--cluster-mode", cluster_mode, "none, gossip (UDP) or mesh (TCP)")
+      ->check(CLI::IsMember({"none", "gossip", "mesh"}));
+  app.add_option("--bind", bind, "peer socket address HOST:PORT (port 0: any free port)")
+      ->check(host_port_validator(/*allow_port_zero=*/true));
+  app.add_option("--advertise", advertise, "HOST:PORT peers use to reach this node")
+      ->check(host_port_validator(/*allow_port_zero=*/false));
+  app.add_option("--seeds", seeds, "comma-separated HOST:PORT of nodes to join through")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            for (const std::string& seed : rlimit::config::split_seed_list(text)) {
+              std::string error;
+              if (!rlimit::shell::split_address(seed, false, &error)) {
+                return "seed \"" + seed + "\": " + error;
+              }
+            }
+            return "";
+          },
+          "HOST:PORT,..."));
+  app.add_option("--secret-file", secret_file,
+                 "file of shared secrets authenticating peers (first line signs)");
+  app.add_option("--cluster-name", cluster_name, "name every node of the cluster shares")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string { return text.empty() ? "empty name" : ""; },
+          "NAME"));
+  app.add_option("--gossip-interval-ms", gossip_interval_ms, "milliseconds between gossip rounds")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{60'000}));
+  app.add_option("--fanout", fanout, "peers per gossip round (0: every live peer)");
   app.add_flag("--check-config", check_config,
                "load and validate the config, print the result, and exit");
   app.add_flag("--version", version, "print the version and exit");
@@ -82,7 +137,18 @@ int main(int argc, char** argv) {
   if (app.count("--socket-mode") > 0)
     overrides.socket_mode = rlimit::shell::parse_socket_mode(socket_mode);
   if (app.count("--max-keys") > 0) overrides.max_keys = max_keys;
+  if (app.count("--cluster-mode") > 0)
+    overrides.cluster_mode = rlimit::shell::parse_cluster_mode(cluster_mode);
+  if (app.count("--bind") > 0) overrides.bind = bind;
+  if (app.count("--advertise") > 0) overrides.advertise = advertise;
+  if (app.count("--seeds") > 0) overrides.seeds = rlimit::config::split_seed_list(seeds);
+  if (app.count("--secret-file") > 0) overrides.secret_file = secret_file;
+  if (app.count("--cluster-name") > 0) overrides.cluster_name = cluster_name;
+  if (app.count("--gossip-interval-ms") > 0)
+    overrides.gossip_interval_us = gossip_interval_ms * 1000;
+  if (app.count("--fanout") > 0) overrides.fanout = fanout;
   rlimit::shell::apply_overrides(overrides, loaded.config.daemon);
+  rlimit::shell::apply_cluster_overrides(overrides, loaded.config.cluster);
 
   if (!rlimit::shell::is_log_level(loaded.config.daemon.log_level)) {
     std::cerr << "rlimitd: log_level \"" << loaded.config.daemon.log_level
@@ -90,12 +156,39 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  const rlimit::config::ClusterSettings& cluster = loaded.config.cluster;
+  const std::vector<std::string> cluster_problems = rlimit::shell::check_cluster_settings(cluster);
+  if (!cluster_problems.empty()) {
+    for (const std::string& problem : cluster_problems) std::cerr << "rlimitd: " << problem << "\n";
+    return kExitUsage;
+  }
+  // Read before starting (and by --check-config), so a bad secret file is a
+  // configuration error, not a runtime one.
+  std::optional<rlimit::shell::Keyring> keyring;
+  std::vector<std::string> keyring_warnings;
+  if (cluster.mode != rlimit::config::ClusterMode::kNone) {
+    rlimit::shell::KeyringLoad secrets = rlimit::shell::Keyring::load_file(cluster.secret_file);
+    if (!secrets.keyring) {
+      std::cerr << "rlimitd: " << secrets.error << "\n";
+      return kExitUsage;
+    }
+    keyring = std::move(secrets.keyring);
+    keyring_warnings = std::move(secrets.warnings);
+  }
+
   if (check_config) {
-    std::cout << "config OK: " << loaded.config.rules.rules.size() << " rules\n";
+    for (const std::string& warning : keyring_warnings) std::cerr << "warning: " << warning << "\n";
+    std::cout << "config OK: " << loaded.config.rules.rules.size() << " rules";
+    if (keyring) {
+      std::cout << "; cluster " << rlimit::config::cluster_mode_name(cluster.mode) << " with "
+                << keyring->size() << " secrets";
+    }
+    std::cout << "\n";
     return 0;
   }
 
   rlimit::shell::setup_logging(loaded.config.daemon.log_level);
+  for (const std::string& warning : keyring_warnings) spdlog::warn("{}", warning);
   // A client that hangs up mid-reply must cost an EPIPE, not the process.
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -103,5 +196,6 @@ int main(int argc, char** argv) {
       .config = std::move(loaded.config),
       .config_path = std::move(config_path),
       .overrides = std::move(overrides),
+      .keyring = std::move(keyring),
   });
 }

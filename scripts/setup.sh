@@ -10,7 +10,7 @@ packages=(
   cmake make g++ pkg-config
   libboost1.81-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev libtomlplusplus-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev libssl-dev
 )
 missing=()
 for p in "${packages[@]}"; do

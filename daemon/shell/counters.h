@@ -24,6 +24,7 @@ struct ShellCounters {
   std::uint64_t frames_received = 0;
   std::uint64_t check_requests = 0;
   std::uint64_t status_requests = 0;
+  std::uint64_t members_requests = 0;
   // Bad input and bounds hit (each also answered with an Error or INVALID).
   std::uint64_t unsupported_version = 0;
   std::uint64_t malformed_frames = 0;
@@ -44,7 +45,7 @@ struct ShellCounters {
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 24 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 25 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -58,6 +59,7 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("frames_received"), c.frames_received);
   f(std::string_view("check_requests"), c.check_requests);
   f(std::string_view("status_requests"), c.status_requests);
+  f(std::string_view("members_requests"), c.members_requests);
   f(std::string_view("unsupported_version"), c.unsupported_version);
   f(std::string_view("malformed_frames"), c.malformed_frames);
   f(std::string_view("frames_too_large"), c.frames_too_large);
@@ -70,6 +72,64 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("sweeps"), c.sweeps);
   f(std::string_view("reloads"), c.reloads);
   f(std::string_view("reload_failures"), c.reload_failures);
+}
+
+// The peer transports' counters (gossip UDP or mesh TCP): what reached the
+// peer socket and what was refused before the core saw it. The core's own
+// ClusterStats and MembershipStats are reported beside these. Owned by the
+// cluster service; single-threaded like the loop.
+struct PeerCounters {
+  // Traffic: envelopes (datagrams, or frames on mesh connections).
+  std::uint64_t peer_packets_received = 0;  // every datagram or frame read
+  std::uint64_t peer_bytes_received = 0;
+  std::uint64_t peer_packets_sent = 0;  // handed to the kernel
+  std::uint64_t peer_bytes_sent = 0;
+  // Refused on receipt, and dropped (a mesh connection is also closed).
+  std::uint64_t peer_bad_mac = 0;      // MAC mismatch: forged, damaged, or a secret not ours
+  std::uint64_t peer_unknown_key = 0;  // signed with a key id this keyring lacks
+  std::uint64_t peer_malformed = 0;    // too short or bad magic: not an rlimit envelope
+  std::uint64_t peer_oversize = 0;     // datagram above mtu_bytes, or frame above 64 KiB
+  // Send side.
+  std::uint64_t peer_send_errors = 0;         // the kernel refused a datagram or a write failed
+  std::uint64_t peer_send_dropped = 0;        // UDP send buffer full: datagram dropped
+  std::uint64_t peer_resolve_failures = 0;    // a peer address did not resolve
+  std::uint64_t peer_unroutable_dropped = 0;  // unresolvable address, or a mesh peer given up on
+  std::uint64_t peer_queue_overflow = 0;      // mesh: queued frames dropped, oldest first
+  std::uint64_t peer_receive_errors = 0;      // socket errors on receive
+  // Mesh connections.
+  std::uint64_t peer_connects = 0;          // outgoing connections established
+  std::uint64_t peer_connect_failures = 0;  // outgoing attempts that failed (then back off)
+  std::uint64_t peer_connections_accepted = 0;
+  std::uint64_t peer_connections_rejected = 0;  // incoming over the bound: closed at once
+  std::uint64_t peer_disconnects_garbage = 0;   // connections we closed for bad input
+  std::uint64_t peer_connections_open = 0;      // a gauge: both directions
+};
+
+// Calls f(name, value) for every PeerCounters field, in declaration order.
+template <typename F>
+void for_each_peer_counter(const PeerCounters& c, F&& f) {
+  static_assert(sizeof(PeerCounters) == 20 * sizeof(std::uint64_t),
+                "list every PeerCounters field in for_each_peer_counter");
+  f(std::string_view("peer_packets_received"), c.peer_packets_received);
+  f(std::string_view("peer_bytes_received"), c.peer_bytes_received);
+  f(std::string_view("peer_packets_sent"), c.peer_packets_sent);
+  f(std::string_view("peer_bytes_sent"), c.peer_bytes_sent);
+  f(std::string_view("peer_bad_mac"), c.peer_bad_mac);
+  f(std::string_view("peer_unknown_key"), c.peer_unknown_key);
+  f(std::string_view("peer_malformed"), c.peer_malformed);
+  f(std::string_view("peer_oversize"), c.peer_oversize);
+  f(std::string_view("peer_send_errors"), c.peer_send_errors);
+  f(std::string_view("peer_send_dropped"), c.peer_send_dropped);
+  f(std::string_view("peer_resolve_failures"), c.peer_resolve_failures);
+  f(std::string_view("peer_unroutable_dropped"), c.peer_unroutable_dropped);
+  f(std::string_view("peer_queue_overflow"), c.peer_queue_overflow);
+  f(std::string_view("peer_receive_errors"), c.peer_receive_errors);
+  f(std::string_view("peer_connects"), c.peer_connects);
+  f(std::string_view("peer_connect_failures"), c.peer_connect_failures);
+  f(std::string_view("peer_connections_accepted"), c.peer_connections_accepted);
+  f(std::string_view("peer_connections_rejected"), c.peer_connections_rejected);
+  f(std::string_view("peer_disconnects_garbage"), c.peer_disconnects_garbage);
+  f(std::string_view("peer_connections_open"), c.peer_connections_open);
 }
 
 }  // namespace rlimit::shell

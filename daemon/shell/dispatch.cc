@@ -100,6 +100,10 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
       ++counters_.status_requests;
       fill_status(status_, limiter_, counters_, now, *response.mutable_status());
       return {};
+    case v1::Request::kMembers:
+      ++counters_.members_requests;
+      fill_members(status_, now, *response.mutable_members());
+      return {};
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -107,7 +111,7 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
   // meant, so its later frames are suspect too.
   ++counters_.unknown_message_types;
   return set_error(response, v1::Error::UNKNOWN_MESSAGE_TYPE,
-                   "the request has no body this daemon knows (expected check or status)",
+                   "the request has no body this daemon knows (expected check, status or members)",
                    /*close=*/true);
 }
 

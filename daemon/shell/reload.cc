@@ -54,4 +54,35 @@ SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
   return change;
 }
 
+std::vector<std::string> changed_cluster_settings(const config::ClusterSettings& running,
+                                                  const config::ClusterSettings& loaded) {
+  std::vector<std::string> changed;
+  auto check = [&](std::string_view name, const auto& a, const auto& b) {
+    if (!(a == b)) changed.push_back("cluster." + std::string(name));
+  };
+  check("mode", running.mode, loaded.mode);
+  check("name", running.name, loaded.name);
+  check("bind", running.bind, loaded.bind);
+  check("advertise", running.advertise, loaded.advertise);
+  check("seeds", running.seeds, loaded.seeds);
+  check("secret_file", running.secret_file, loaded.secret_file);
+  check("gossip_interval_us", running.gossip_interval_us, loaded.gossip_interval_us);
+  check("fanout", running.fanout, loaded.fanout);
+  check("mtu_bytes", running.mtu_bytes, loaded.mtu_bytes);
+  check("anti_entropy_interval_us", running.anti_entropy_interval_us,
+        loaded.anti_entropy_interval_us);
+  check("probe_interval_us", running.probe_interval_us, loaded.probe_interval_us);
+  check("probe_timeout_us", running.probe_timeout_us, loaded.probe_timeout_us);
+  check("indirect_probes", running.indirect_probes, loaded.indirect_probes);
+  check("suspicion_timeout_us", running.suspicion_timeout_us, loaded.suspicion_timeout_us);
+  check("dead_retention_us", running.dead_retention_us, loaded.dead_retention_us);
+  check("max_members", running.max_members, loaded.max_members);
+  check("reconnect_backoff_min_us", running.reconnect_backoff_min_us,
+        loaded.reconnect_backoff_min_us);
+  check("reconnect_backoff_max_us", running.reconnect_backoff_max_us,
+        loaded.reconnect_backoff_max_us);
+  check("max_peer_queue_bytes", running.max_peer_queue_bytes, loaded.max_peer_queue_bytes);
+  return changed;
+}
+
 }  // namespace rlimit::shell

@@ -22,4 +22,10 @@ struct SettingsChange {
 SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
                                        const config::DaemonSettings& loaded);
 
+// The [cluster] settings that differ between the running and the reloaded
+// config ("cluster.seeds"). All need a restart; only the secret file's
+// contents are re-read on reload (the keyring, for rotation).
+std::vector<std::string> changed_cluster_settings(const config::ClusterSettings& running,
+                                                  const config::ClusterSettings& loaded);
+
 }  // namespace rlimit::shell

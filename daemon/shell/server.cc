@@ -18,6 +18,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -25,6 +26,7 @@
 
 #include "core/limiter.h"
 #include "shell/clock.h"
+#include "shell/cluster_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
 #include "shell/logging.h"
@@ -52,6 +54,8 @@ class Server {
   Server(asio::io_context& io, ServerOptions options)
       : io_(io),
         settings_(std::move(options.config.daemon)),
+        cluster_settings_(std::move(options.config.cluster)),
+        keyring_(std::move(options.keyring)),
         config_path_(std::move(options.config_path)),
         overrides_(std::move(options.overrides)),
         status_{.node_id = settings_.node_id,
@@ -75,6 +79,7 @@ class Server {
 
  private:
   bool listen();
+  bool start_cluster();
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> signal_loop();
@@ -87,10 +92,14 @@ class Server {
   void maybe_finish_shutdown();
   void remove_socket_file();
   void reload();
+  // Re-reads the secret file, so secrets rotate without a restart.
+  void reload_keyring();
   std::vector<std::shared_ptr<Session>> live_sessions() const;
 
   asio::io_context& io_;
-  config::DaemonSettings settings_;  // sessions and dispatcher read it live
+  config::DaemonSettings settings_;                 // sessions and dispatcher read it live
+  const config::ClusterSettings cluster_settings_;  // changes need a restart
+  std::optional<Keyring> keyring_;                  // until the cluster service takes it
   const std::string config_path_;
   const SettingOverrides overrides_;
   ShellCounters counters_;
@@ -103,6 +112,11 @@ class Server {
   asio::steady_timer grace_timer_;
   asio::signal_set signals_;
 
+  // Declared after the limiter, so it is destroyed (and stops using it)
+  // first.
+  std::unique_ptr<ClusterService> cluster_;
+  bool cluster_done_ = true;  // no cluster, or it has left
+
   std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
   std::uint64_t next_session_id_ = 1;
   std::optional<FileId> socket_file_;
@@ -114,6 +128,7 @@ class Server {
 
 bool Server::start() {
   if (!listen()) return false;
+  if (cluster_settings_.mode != config::ClusterMode::kNone && !start_cluster()) return false;
   spawn("accept loop", accept_loop());
   spawn("sweep loop", sweep_loop());
   spawn("signal loop", signal_loop());
@@ -153,6 +168,43 @@ bool Server::listen() {
     spdlog::error("cannot listen on {}: {}", path, error.message());
     return false;
   }
+  return true;
+}
+
+bool Server::start_cluster() {
+  if (!keyring_) {
+    spdlog::error("cluster mode {} needs a keyring (secret_file)",
+                  config::cluster_mode_name(cluster_settings_.mode));
+    return false;
+  }
+  // The incarnation must grow across restarts of this node, so it comes from
+  // the wall clock: microseconds since the epoch at start. This is the
+  // daemon's only wall-clock read; everything else runs on steady_now_us(). A
+  // clock set back by more than the downtime would make peers ignore the
+  // restarted node until its old incarnation is forgotten (dead_retention_us).
+  const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  std::random_device device;
+  const std::uint64_t seed = (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  std::string error;
+  cluster_ = ClusterService::start(io_,
+                                   ClusterServiceOptions{
+                                       .settings = cluster_settings_,
+                                       .node_id = settings_.node_id,
+                                       .incarnation = static_cast<std::uint64_t>(wall_us),
+                                       .seed = seed,
+                                   },
+                                   std::move(*keyring_), limiter_, error);
+  keyring_.reset();
+  if (cluster_ == nullptr) {
+    spdlog::error("cluster: {}", error);
+    return false;
+  }
+  cluster_done_ = false;
+  status_.cluster_mode = cluster_->mode_name();
+  status_.cluster = &cluster_->node();
+  status_.peer_counters = &cluster_->counters();
   return true;
 }
 
@@ -255,6 +307,14 @@ void Server::begin_shutdown(int exit_code) {
   // The socket file goes first, so new clients fail fast instead of queueing
   // on a listener that will never accept them.
   remove_socket_file();
+  // Peers learn at once that this node is going, instead of suspecting it
+  // for suspicion_timeout_us; its clients finish meanwhile.
+  if (cluster_ != nullptr && !cluster_done_) {
+    cluster_->leave([this] {
+      cluster_done_ = true;
+      maybe_finish_shutdown();
+    });
+  }
   for (const auto& session : live_sessions()) session->stop();
   if (!sessions_.empty()) {
     spdlog::info("waiting up to {} ms for {} connections to finish",
@@ -286,7 +346,7 @@ void Server::on_session_closed(std::uint64_t id) {
 }
 
 void Server::maybe_finish_shutdown() {
-  if (finished_ || !sessions_.empty()) return;
+  if (finished_ || !sessions_.empty() || !cluster_done_) return;
   finished_ = true;
   grace_timer_.cancel();
   // Stop listening for signals so the loop can run out of work and return.
@@ -317,8 +377,12 @@ void Server::remove_socket_file() {
 }
 
 void Server::reload() {
+  // The secret file is re-read with or without a config file (rotation
+  // should not need one), and even if the config turns out invalid.
+  if (cluster_ != nullptr) reload_keyring();
   if (config_path_.empty()) {
-    spdlog::warn("SIGHUP ignored: rlimitd was started without --config");
+    spdlog::log(cluster_ != nullptr ? spdlog::level::info : spdlog::level::warn,
+                "SIGHUP: no rules to reload: rlimitd was started without --config");
     return;
   }
   spdlog::info("SIGHUP received: reloading {}", config_path_);
@@ -338,6 +402,11 @@ void Server::reload() {
     spdlog::warn("reload: {} changed in the file; ignored until restart", ignored);
   }
   for (const std::string& applied : change.applied) spdlog::info("reload: {}", applied);
+  config::ClusterSettings cluster = loaded.config.cluster;
+  apply_cluster_overrides(overrides_, cluster);
+  for (const std::string& ignored : changed_cluster_settings(cluster_settings_, cluster)) {
+    spdlog::warn("reload: {} changed; ignored until restart", ignored);
+  }
   settings_ = std::move(change.settings);
   set_log_level(settings_.log_level);
   limiter_.set_max_keys(settings_.limiter.max_keys);
@@ -350,9 +419,22 @@ void Server::reload() {
                rule_count, summary.kept, summary.changed, summary.added, summary.removed);
 }
 
+void Server::reload_keyring() {
+  KeyringLoad loaded = Keyring::load_file(cluster_settings_.secret_file);
+  for (const std::string& warning : loaded.warnings) spdlog::warn("{}", warning);
+  if (!loaded.keyring) {
+    spdlog::error("reload: keyring kept: {}", loaded.error);
+    return;
+  }
+  cluster_->replace_keyring(std::move(*loaded.keyring));
+}
+
 }  // namespace
 
 int run_server(ServerOptions options) {
+  // A clustered limiter keeps the per-origin counters its peers exchange.
+  options.config.daemon.limiter.replicated =
+      options.config.cluster.mode != config::ClusterMode::kNone;
   asio::io_context io(1);
   Server server(io, std::move(options));
   if (!server.start()) return 1;

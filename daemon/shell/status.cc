@@ -38,6 +38,54 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
   };
   for_each_stat(limiter.stats(), add_counter);
   for_each_counter(counters, add_counter);
+  if (context.cluster != nullptr) {
+    const core::Membership& membership = context.cluster->membership();
+    for_each_cluster_stat(context.cluster->stats(), add_counter);
+    for_each_membership_stat(membership.stats(), add_counter);
+    std::uint64_t by_state[4] = {0, 0, 0, 0};
+    for (const core::Member& member : membership.members()) {
+      const auto index = static_cast<std::size_t>(member.state);
+      if (index < 4) ++by_state[index];
+    }
+    add_counter("members_alive", by_state[static_cast<int>(core::MemberState::kAlive)]);
+    add_counter("members_suspect", by_state[static_cast<int>(core::MemberState::kSuspect)]);
+    add_counter("members_dead", by_state[static_cast<int>(core::MemberState::kDead)]);
+    add_counter("members_left", by_state[static_cast<int>(core::MemberState::kLeft)]);
+  }
+  if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
+}
+
+void fill_member_info(const core::Member& member, bool self, core::TimeUs now,
+                      v1::MemberInfo& out) {
+  out.set_node_id(member.id);
+  out.set_address(member.address);
+  out.set_state(core::member_state_name(member.state));
+  out.set_incarnation(member.incarnation);
+  out.set_seq(member.seq);
+  std::int64_t heard_ms_ago = -1;
+  if (self) {
+    heard_ms_ago = 0;
+  } else if (member.last_heard_us != 0) {
+    heard_ms_ago = std::max<core::TimeUs>(0, now - member.last_heard_us) / core::kUsPerMs;
+  }
+  out.set_last_heard_ms_ago(heard_ms_ago);
+  out.set_self(self);
+}
+
+void fill_members(const StatusContext& context, core::TimeUs now, v1::MembersResponse& out) {
+  out.Clear();
+  out.set_mode(context.cluster_mode);
+  if (context.cluster == nullptr) {
+    core::Member self;
+    self.id = context.node_id;
+    fill_member_info(self, /*self=*/true, now, *out.add_members());
+    return;
+  }
+  out.set_cluster(context.cluster->options().cluster_name);
+  const std::vector<core::Member>& members = context.cluster->membership().members();
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    fill_member_info(members[i], /*self=*/i == 0, now, *out.add_members());
+  }
 }
 
 }  // namespace rlimit::shell

@@ -1,19 +1,25 @@
-// Builds the answer to a status request: who this node is, its rules, and
-// every counter (the core's LimiterStats and the shell's ShellCounters). Pure:
-// the caller passes `now`. No Asio; not thread-safe (reads live state).
+// Builds the answers to a status request (who this node is, its rules, and
+// every counter: the core's LimiterStats, the shell's ShellCounters and, in a
+// cluster, ClusterStats, MembershipStats and the transport's PeerCounters)
+// and to a members request. Pure: the caller passes `now`. No Asio; not
+// thread-safe (reads live state).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "core/cluster_node.h"
 #include "core/limiter.h"
+#include "core/membership.h"
 #include "core/time.h"
 #include "shell/counters.h"
 
 namespace rlimit::v1 {
 class StatusResponse;
-}
+class MembersResponse;
+class MemberInfo;
+}  // namespace rlimit::v1
 
 namespace rlimit::shell {
 
@@ -23,13 +29,18 @@ struct StatusContext {
   std::string node_id;
   std::string config_source;  // file name, or "<built-in>"
   core::TimeUs started_us = 0;
+  // Clustering: "none", "gossip" or "mesh". The pointers are set while the
+  // cluster service runs and point into it.
+  std::string cluster_mode = "none";
+  const core::ClusterNode* cluster = nullptr;
+  const PeerCounters* peer_counters = nullptr;
 };
 
 // Calls f(name, value) for every field of LimiterStats, in declaration order.
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 10 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 15 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -41,10 +52,64 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("keys_created"), s.keys_created);
   f(std::string_view("keys_evicted"), s.keys_evicted);
   f(std::string_view("clock_went_back"), s.clock_went_back);
+  f(std::string_view("remote_increases"), s.remote_increases);
+  f(std::string_view("remote_tokens_charged"), s.remote_tokens_charged);
+  f(std::string_view("remote_unknown_keys"), s.remote_unknown_keys);
+  f(std::string_view("remote_charges_dropped"), s.remote_charges_dropped);
+  f(std::string_view("counter_keys_forgotten"), s.counter_keys_forgotten);
 }
 
-// Fills `out` (cleared first).
+// Calls f(name, value) for every field of ClusterStats, in declaration order.
+template <typename F>
+void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
+  static_assert(sizeof(core::ClusterStats) == 14 * sizeof(std::uint64_t),
+                "list every ClusterStats field in for_each_cluster_stat");
+  f(std::string_view("cluster_packets_out"), s.packets_out);
+  f(std::string_view("cluster_bytes_out"), s.bytes_out);
+  f(std::string_view("cluster_packets_in"), s.packets_in);
+  f(std::string_view("cluster_bytes_in"), s.bytes_in);
+  f(std::string_view("cluster_malformed_payloads"), s.malformed_payloads);
+  f(std::string_view("cluster_foreign_cluster"), s.foreign_cluster);
+  f(std::string_view("cluster_entries_sent"), s.entries_sent);
+  f(std::string_view("cluster_entries_received"), s.entries_received);
+  f(std::string_view("cluster_entries_applied"), s.entries_applied);
+  f(std::string_view("cluster_tokens_charged_remote"), s.tokens_charged_remote);
+  f(std::string_view("gossip_rounds"), s.gossip_rounds);
+  f(std::string_view("gossip_backlog_deferred"), s.gossip_backlog_deferred);
+  f(std::string_view("anti_entropy_pushes"), s.anti_entropy_pushes);
+  f(std::string_view("cluster_piggyback_trimmed"), s.piggyback_trimmed);
+}
+
+// Calls f(name, value) for every field of MembershipStats, in declaration
+// order.
+template <typename F>
+void for_each_membership_stat(const core::MembershipStats& s, F&& f) {
+  static_assert(sizeof(core::MembershipStats) == 9 * sizeof(std::uint64_t),
+                "list every MembershipStats field in for_each_membership_stat");
+  f(std::string_view("members_probes_sent"), s.probes_sent);
+  f(std::string_view("members_indirect_probes_sent"), s.indirect_probes_sent);
+  f(std::string_view("members_acks_received"), s.acks_received);
+  f(std::string_view("members_suspicions"), s.suspicions);
+  f(std::string_view("members_deaths"), s.deaths);
+  f(std::string_view("members_refutations"), s.refutations);
+  f(std::string_view("members_joins_sent"), s.joins_sent);
+  f(std::string_view("members_over_bound"), s.members_over_bound);
+  f(std::string_view("members_stale_updates"), s.stale_updates);
+}
+
+// Fills `out` (cleared first). In a cluster the counters also hold gauges of
+// the membership: members_alive, members_suspect, members_dead, members_left
+// (this node included, as alive).
 void fill_status(const StatusContext& context, const core::Limiter& limiter,
                  const ShellCounters& counters, core::TimeUs now, v1::StatusResponse& out);
+
+// Fills `out` (cleared first): the cluster's name and mode and every member
+// this node knows, itself first. Without clustering: mode "none", no cluster
+// name, and this node alone.
+void fill_members(const StatusContext& context, core::TimeUs now, v1::MembersResponse& out);
+
+// One member as rlimitctl members shows it: last_heard_ms_ago is -1 if it was
+// never heard from directly, 0 for this node itself.
+void fill_member_info(const core::Member& member, bool self, core::TimeUs now, v1::MemberInfo& out);
 
 }  // namespace rlimit::shell

@@ -7,9 +7,11 @@
 #include <utility>
 
 #include "config/config.h"
+#include "core/cluster_node.h"
 #include "core/limiter.h"
 #include "core/time.h"
 #include "rlimit/v1/client.pb.h"
+#include "rlimit/v1/peer.pb.h"
 #include "wire/frame.h"
 
 namespace rlimit::shell {
@@ -337,6 +339,110 @@ TEST_F(DispatchTest, AnswerAboveMaxResponseBytesBecomesAnError) {
   ASSERT_FALSE(handle(small).error);
   out.clear();
   EXPECT_TRUE(dispatcher_.append_response(response_, out));
+}
+
+v1::Request members_request(std::uint64_t id) {
+  v1::Request request;
+  request.set_version(v1::VERSION_1);
+  request.set_id(id);
+  request.mutable_members();
+  return request;
+}
+
+TEST_F(DispatchTest, MembersWithoutAClusterIsThisNodeAlone) {
+  ASSERT_FALSE(handle(members_request(8)).error);
+  EXPECT_EQ(response_.id(), 8u);
+  ASSERT_TRUE(response_.has_members());
+  const v1::MembersResponse& members = response_.members();
+  EXPECT_EQ(members.mode(), "none");
+  EXPECT_EQ(members.cluster(), "");
+  ASSERT_EQ(members.members_size(), 1);
+  EXPECT_EQ(members.members(0).node_id(), "node-a");
+  EXPECT_EQ(members.members(0).state(), "alive");
+  EXPECT_EQ(members.members(0).last_heard_ms_ago(), 0);
+  EXPECT_TRUE(members.members(0).self());
+  EXPECT_EQ(counters_.members_requests, 1u);
+}
+
+TEST_F(DispatchTest, MembersAndStatusInACluster) {
+  core::LimiterOptions replicated;
+  replicated.replicated = true;
+  core::Limiter cluster_limiter(replicated, per_user_rules(5, 5));
+  core::ClusterOptions options;
+  options.cluster_name = "blue";
+  options.membership.node_id = "node-a";
+  options.membership.address = "127.0.0.1:7001";
+  options.membership.incarnation = 11;
+  core::ClusterNode node(options, cluster_limiter, 1);
+  node.start(kNow - 10'000);
+  // A peer is heard from directly, 2 ms before the request.
+  peer::v1::PeerMessage ping;
+  ping.set_cluster("blue");
+  ping.set_from_id("node-b");
+  ping.set_from_address("127.0.0.1:7002");
+  ping.set_from_incarnation(22);
+  ping.mutable_ping()->set_probe_id(1);
+  node.on_payload(ping.SerializeAsString(), kNow - 2000);
+  PeerCounters peer_counters;
+  peer_counters.peer_bad_mac = 3;
+  status_.cluster_mode = "gossip";
+  status_.cluster = &node;
+  status_.peer_counters = &peer_counters;
+
+  ASSERT_FALSE(handle(members_request(9)).error);
+  const v1::MembersResponse& members = response_.members();
+  EXPECT_EQ(members.mode(), "gossip");
+  EXPECT_EQ(members.cluster(), "blue");
+  ASSERT_EQ(members.members_size(), 2);
+  EXPECT_EQ(members.members(0).node_id(), "node-a");
+  EXPECT_EQ(members.members(0).address(), "127.0.0.1:7001");
+  EXPECT_EQ(members.members(0).incarnation(), 11u);
+  EXPECT_TRUE(members.members(0).self());
+  EXPECT_EQ(members.members(0).last_heard_ms_ago(), 0);
+  EXPECT_EQ(members.members(1).node_id(), "node-b");
+  EXPECT_EQ(members.members(1).address(), "127.0.0.1:7002");
+  EXPECT_EQ(members.members(1).state(), "alive");
+  EXPECT_EQ(members.members(1).incarnation(), 22u);
+  EXPECT_FALSE(members.members(1).self());
+  EXPECT_EQ(members.members(1).last_heard_ms_ago(), 2);
+
+  v1::Request request;
+  request.set_version(v1::VERSION_1);
+  request.mutable_status();
+  ASSERT_FALSE(handle(request).error);
+  std::set<std::string> names;
+  std::uint64_t bad_mac = 0;
+  std::uint64_t alive = 0;
+  for (const v1::Counter& counter : response_.status().counters()) {
+    EXPECT_TRUE(names.insert(counter.name()).second) << "duplicate " << counter.name();
+    if (counter.name() == "peer_bad_mac") bad_mac = counter.value();
+    if (counter.name() == "members_alive") alive = counter.value();
+  }
+  auto expect_listed = [&](std::string_view name, std::uint64_t) {
+    EXPECT_TRUE(names.contains(std::string(name))) << name;
+  };
+  for_each_cluster_stat(core::ClusterStats{}, expect_listed);
+  for_each_membership_stat(core::MembershipStats{}, expect_listed);
+  for_each_peer_counter(PeerCounters{}, expect_listed);
+  EXPECT_EQ(bad_mac, 3u);
+  EXPECT_EQ(alive, 2u);
+  EXPECT_TRUE(names.contains("members_suspect"));
+  EXPECT_TRUE(names.contains("cluster_packets_in"));
+}
+
+TEST(MemberInfoTest, NeverHeardIsMinusOne) {
+  core::Member member;
+  member.id = "c";
+  member.last_heard_us = 0;
+  v1::MemberInfo info;
+  fill_member_info(member, /*self=*/false, 5'000'000, info);
+  EXPECT_EQ(info.last_heard_ms_ago(), -1);
+  member.last_heard_us = 1'000'000;
+  fill_member_info(member, /*self=*/false, 5'000'000, info);
+  EXPECT_EQ(info.last_heard_ms_ago(), 4000);
+  member.state = core::MemberState::kSuspect;
+  fill_member_info(member, /*self=*/false, 5'000'000, info);
+  EXPECT_EQ(info.state(), "suspect");
 }
 
 }  // namespace

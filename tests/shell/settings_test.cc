@@ -73,5 +73,62 @@ TEST(ReloadTest, LiveSettingsApplyAndRestartOnesAreKept) {
   EXPECT_TRUE(none.ignored.empty());
 }
 
+TEST(ClusterOverridesTest, FlagsWinOverTheFile) {
+  config::ClusterSettings settings;
+  settings.bind = "10.0.0.1:7946";
+  settings.fanout = 3;
+  SettingOverrides overrides;
+  overrides.cluster_mode = config::ClusterMode::kMesh;
+  overrides.seeds = std::vector<std::string>{"a:1", "b:2"};
+  overrides.secret_file = "/etc/rlimit/keys";
+  overrides.gossip_interval_us = 7000;
+  overrides.cluster_name = "blue";
+  apply_cluster_overrides(overrides, settings);
+  EXPECT_EQ(settings.mode, config::ClusterMode::kMesh);
+  EXPECT_EQ(settings.seeds, (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_EQ(settings.secret_file, "/etc/rlimit/keys");
+  EXPECT_EQ(settings.gossip_interval_us, 7000);
+  EXPECT_EQ(settings.name, "blue");
+  EXPECT_EQ(settings.bind, "10.0.0.1:7946");  // not overridden
+  EXPECT_EQ(settings.fanout, 3u);
+
+  EXPECT_EQ(parse_cluster_mode("gossip"), config::ClusterMode::kGossip);
+  EXPECT_EQ(parse_cluster_mode("none"), config::ClusterMode::kNone);
+  EXPECT_FALSE(parse_cluster_mode("Mesh").has_value());
+}
+
+TEST(ClusterOverridesTest, ClusterModeNeedsASecretFileAndGoodAddresses) {
+  config::ClusterSettings settings;
+  EXPECT_TRUE(check_cluster_settings(settings).empty());  // mode none: nothing to check
+
+  settings.mode = config::ClusterMode::kGossip;
+  std::vector<std::string> problems = check_cluster_settings(settings);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_TRUE(mentions(problems, "secret")) << problems[0];
+
+  settings.secret_file = "/keys";
+  settings.bind = "127.0.0.1:0";  // a bind may ask for any port
+  EXPECT_TRUE(check_cluster_settings(settings).empty());
+
+  settings.advertise = "127.0.0.1:0";  // peers cannot reach port 0
+  settings.seeds = {"ok.example:7946", "no-port"};
+  settings.mtu_bytes = 100;
+  problems = check_cluster_settings(settings);
+  EXPECT_EQ(problems.size(), 3u);
+  EXPECT_TRUE(mentions(problems, "advertise"));
+  EXPECT_TRUE(mentions(problems, "no-port"));
+  EXPECT_TRUE(mentions(problems, "mtu_bytes"));
+}
+
+TEST(ReloadTest, ClusterChangesAreNamed) {
+  config::ClusterSettings running;
+  config::ClusterSettings loaded = running;
+  EXPECT_TRUE(changed_cluster_settings(running, loaded).empty());
+  loaded.seeds = {"x:1"};
+  loaded.fanout = 9;
+  EXPECT_EQ(changed_cluster_settings(running, loaded),
+            (std::vector<std::string>{"cluster.seeds", "cluster.fanout"}));
+}
+
 }  // namespace
 }  // namespace rlimit::shell
