@@ -1,0 +1,276 @@
+#include "report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+namespace rlimit::sim {
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(double ratio) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * ratio);
+  return buf;
+}
+
+std::string hex(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+double seconds(TimeUs us) { return static_cast<double>(us) / 1e6; }
+
+// A JSON string literal.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void row(std::ostream& out, std::string_view name, const std::string& value,
+         std::string_view note = "") {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %-34s %16s  ", std::string(name).c_str(), value.c_str());
+  out << buf << note << "\n";
+}
+
+double traffic_seconds(const Results& r) {
+  return std::max(1e-9, seconds(r.traffic_end_us - r.traffic_start_us));
+}
+
+}  // namespace
+
+std::string format_seconds(TimeUs us) {
+  if (us < 0) return "never";
+  if (us < 1'000'000) return fixed(static_cast<double>(us) / 1e3, 0) + "ms";
+  return fixed(seconds(us), us % 1'000'000 == 0 ? 0 : 2) + "s";
+}
+
+double packets_per_node_s(const Results& r) {
+  std::uint64_t total = 0;
+  for (const NodeResult& n : r.per_node) total += n.packets_out;
+  return static_cast<double>(total) / std::max<double>(1, r.nodes) / seconds(r.duration_us);
+}
+
+double bytes_per_node_s(const Results& r) {
+  std::uint64_t total = 0;
+  for (const NodeResult& n : r.per_node) total += n.bytes_out;
+  return static_cast<double>(total) / std::max<double>(1, r.nodes) / seconds(r.duration_us);
+}
+
+void print_table(const Results& r, std::ostream& out) {
+  const double simulated = seconds(r.duration_us);
+  out << "rlimit-sim: " << r.scenario << " (seed " << r.seed << "): " << r.nodes << " nodes, "
+      << fixed(simulated, 1) << " s simulated in " << fixed(r.wall_seconds, 2) << " s wall ("
+      << fixed(simulated / std::max(1e-9, r.wall_seconds), 1) << "x real time)\n";
+  if (!r.description.empty()) out << "  " << r.description << "\n";
+  out << "  digest " << hex(r.digest) << "\n\n";
+
+  const double span = traffic_seconds(r);
+  const double ideal = std::max<double>(1, static_cast<double>(r.ideal));
+  out << "Admission (tokens, traffic from " << format_seconds(r.traffic_start_us) << " to "
+      << format_seconds(r.traffic_end_us) << "; limit " << fixed(r.limit_per_s, 1) << "/s)\n";
+  row(out, "requested", std::to_string(r.arrivals),
+      fixed(static_cast<double>(r.arrivals) / span, 1) + "/s");
+  row(out, "ideal (one perfect limiter)", std::to_string(r.ideal),
+      fixed(static_cast<double>(r.ideal) / span, 1) + "/s");
+  row(out, "admitted by the cluster", std::to_string(r.admitted),
+      fixed(static_cast<double>(r.admitted) / span, 1) + "/s, " + percent(r.error_ratio()) +
+          " vs ideal");
+  if (r.fail_open > 0) row(out, "  of which failed open", std::to_string(r.fail_open));
+  row(out, "over-admission, whole run", std::to_string(r.over_run),
+      percent(static_cast<double>(r.over_run) / ideal) + " of ideal (per key, admitted above ideal)");
+  row(out, "under-admission, whole run", std::to_string(r.under_run),
+      percent(static_cast<double>(r.under_run) / ideal) + " of ideal (per key, ideal above admitted)");
+  row(out, "worst " + format_seconds(r.window_us) + " window, over",
+      (r.worst_over_window >= 0 ? "+" : "") + std::to_string(r.worst_over_window),
+      "at " + format_seconds(r.worst_over_at_us) + ", " +
+          fixed(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window()), 2) +
+          " x the limit per window");
+  row(out, "worst " + format_seconds(r.window_us) + " window, under",
+      "-" + std::to_string(r.worst_under_window),
+      "at " + format_seconds(r.worst_under_at_us) + ", " +
+          fixed(static_cast<double>(r.worst_under_window) / std::max(1e-9, r.limit_per_window()), 2) +
+          " x the limit per window");
+  row(out, "peak cumulative excess", std::to_string(r.peak_excess),
+      "at " + format_seconds(r.peak_excess_at_us) + " (admitted - ideal since the start)");
+  row(out, "excess at the end", std::to_string(r.final_excess), "(what is not repaid yet)");
+  row(out, "requests denied, ideal allowed", std::to_string(r.denied_ideal_allowed),
+      "(includes timing shifts: see docs/accuracy.md)");
+  row(out, "requests allowed, ideal denied", std::to_string(r.allowed_ideal_denied));
+
+  if (!r.convergence.empty()) {
+    out << "\nConvergence (views of every probed key's balance agree)\n";
+    for (const Convergence& c : r.convergence) {
+      row(out, c.event + " at " + format_seconds(c.at_us), format_seconds(c.converged_after_us),
+          "spread at the event " + fixed(c.spread_at_event, 1) + " tokens");
+    }
+  }
+
+  out << "\nNetwork (per node per simulated second, payload + envelope)\n";
+  row(out, "packets out", fixed(packets_per_node_s(r), 1));
+  row(out, "bytes out", fixed(bytes_per_node_s(r), 0));
+  const NetworkStats& n = r.network;
+  row(out, "datagrams sent / delivered", std::to_string(n.sent) + " / " + std::to_string(n.delivered));
+  row(out, "lost / partitioned / over MTU", std::to_string(n.lost) + " / " +
+                                                std::to_string(n.partitioned) + " / " +
+                                                std::to_string(n.mtu_dropped));
+  row(out, "duplicated / reordered / to down", std::to_string(n.duplicated) + " / " +
+                                                   std::to_string(n.reordered) + " / " +
+                                                   std::to_string(n.to_down_node));
+  std::int64_t low = -1, high = -1;
+  for (const NodeResult& node : r.per_node) {
+    if (node.live_peers_end < 0) continue;
+    low = low < 0 ? node.live_peers_end : std::min(low, node.live_peers_end);
+    high = std::max(high, node.live_peers_end);
+  }
+  row(out, "live peers seen at the end", std::to_string(low) + ".." + std::to_string(high),
+      "of " + std::to_string(r.nodes - 1));
+  const CoreTotals& c = r.core;
+  row(out, "suspicions / deaths / refutations", std::to_string(c.suspicions) + " / " +
+                                                    std::to_string(c.deaths) + " / " +
+                                                    std::to_string(c.refutations));
+  row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
+  if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
+          c.malformed_payloads >
+      0) {
+    row(out, "clock back / table full / unknown",
+        std::to_string(c.clock_went_back) + " / " + std::to_string(c.key_table_full) + " / " +
+            std::to_string(c.remote_unknown_keys));
+    row(out, "invalid checks / malformed payloads",
+        std::to_string(c.invalid_checks) + " / " + std::to_string(c.malformed_payloads));
+  }
+
+  if (r.per_node.size() <= 16) {
+    out << "\nPer node\n";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "  %-6s %10s %10s %10s %12s %9s\n", "node", "requests",
+                  "admitted", "pkts/s", "bytes/s", "restarts");
+    out << buf;
+    for (std::size_t i = 0; i < r.per_node.size(); ++i) {
+      const NodeResult& node = r.per_node[i];
+      std::snprintf(buf, sizeof buf, "  n%-5zu %10llu %10llu %10.1f %12.0f %9u\n", i,
+                    static_cast<unsigned long long>(node.requests),
+                    static_cast<unsigned long long>(node.admitted),
+                    static_cast<double>(node.packets_out) / simulated,
+                    static_cast<double>(node.bytes_out) / simulated, node.restarts);
+      out << buf;
+    }
+  }
+}
+
+void write_json(const Results& r, std::ostream& out) {
+  auto num = [](double v) { return fixed(v, 6); };
+  out << "{\n";
+  out << "  \"scenario\": " << quote(r.scenario) << ",\n";
+  out << "  \"seed\": " << r.seed << ",\n";
+  out << "  \"digest\": \"" << hex(r.digest) << "\",\n";
+  out << "  \"nodes\": " << r.nodes << ",\n";
+  out << "  \"duration_s\": " << num(seconds(r.duration_us)) << ",\n";
+  out << "  \"wall_s\": " << num(r.wall_seconds) << ",\n";
+  out << "  \"simulated_per_wall\": " << num(seconds(r.duration_us) / std::max(1e-9, r.wall_seconds)) << ",\n";
+  out << "  \"traffic_start_s\": " << num(seconds(r.traffic_start_us)) << ",\n";
+  out << "  \"traffic_end_s\": " << num(seconds(r.traffic_end_us)) << ",\n";
+  out << "  \"limit_per_s\": " << num(r.limit_per_s) << ",\n";
+  out << "  \"requests\": " << r.requests << ",\n";
+  out << "  \"requested_tokens\": " << r.arrivals << ",\n";
+  out << "  \"ideal_tokens\": " << r.ideal << ",\n";
+  out << "  \"admitted_tokens\": " << r.admitted << ",\n";
+  out << "  \"fail_open_tokens\": " << r.fail_open << ",\n";
+  out << "  \"admitted_vs_ideal\": " << num(r.error_ratio()) << ",\n";
+  out << "  \"over_admission_run_tokens\": " << r.over_run << ",\n";
+  out << "  \"under_admission_run_tokens\": " << r.under_run << ",\n";
+  out << "  \"window_s\": " << num(seconds(r.window_us)) << ",\n";
+  out << "  \"worst_window_over_tokens\": " << r.worst_over_window << ",\n";
+  out << "  \"worst_window_over_at_s\": " << num(seconds(r.worst_over_at_us)) << ",\n";
+  out << "  \"worst_window_over_limits\": " << num(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window())) << ",\n";
+  out << "  \"worst_window_under_tokens\": " << r.worst_under_window << ",\n";
+  out << "  \"worst_window_under_at_s\": " << num(seconds(r.worst_under_at_us)) << ",\n";
+  out << "  \"peak_excess_tokens\": " << r.peak_excess << ",\n";
+  out << "  \"peak_excess_at_s\": " << num(seconds(r.peak_excess_at_us)) << ",\n";
+  out << "  \"final_excess_tokens\": " << r.final_excess << ",\n";
+  out << "  \"denied_ideal_allowed_requests\": " << r.denied_ideal_allowed << ",\n";
+  out << "  \"allowed_ideal_denied_requests\": " << r.allowed_ideal_denied << ",\n";
+  out << "  \"packets_per_node_s\": " << num(packets_per_node_s(r)) << ",\n";
+  out << "  \"bytes_per_node_s\": " << num(bytes_per_node_s(r)) << ",\n";
+  out << "  \"convergence\": [";
+  for (std::size_t i = 0; i < r.convergence.size(); ++i) {
+    const Convergence& c = r.convergence[i];
+    out << (i ? ", " : "") << "{\"event\": " << quote(c.event) << ", \"at_s\": " << num(seconds(c.at_us))
+        << ", \"converged_after_s\": " << (c.converged_after_us < 0 ? std::string("null") : num(seconds(c.converged_after_us)))
+        << ", \"spread_at_event_tokens\": " << num(c.spread_at_event) << "}";
+  }
+  out << "],\n";
+  const NetworkStats& n = r.network;
+  out << "  \"network\": {\"sent\": " << n.sent << ", \"delivered\": " << n.delivered
+      << ", \"lost\": " << n.lost << ", \"partitioned\": " << n.partitioned
+      << ", \"mtu_dropped\": " << n.mtu_dropped << ", \"duplicated\": " << n.duplicated
+      << ", \"reordered\": " << n.reordered << ", \"to_down_node\": " << n.to_down_node
+      << ", \"unknown_address\": " << n.unknown_address << "},\n";
+  const CoreTotals& c = r.core;
+  out << "  \"core\": {\"gossip_rounds\": " << c.gossip_rounds
+      << ", \"gossip_backlog_deferred\": " << c.gossip_backlog_deferred
+      << ", \"anti_entropy_pushes\": " << c.anti_entropy_pushes
+      << ", \"piggyback_trimmed\": " << c.piggyback_trimmed
+      << ", \"malformed_payloads\": " << c.malformed_payloads
+      << ", \"remote_tokens_charged\": " << c.remote_tokens_charged
+      << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
+      << ", \"key_table_full\": " << c.key_table_full << ", \"clock_went_back\": " << c.clock_went_back
+      << ", \"invalid_checks\": " << c.invalid_checks << ", \"suspicions\": " << c.suspicions
+      << ", \"deaths\": " << c.deaths << ", \"refutations\": " << c.refutations << "},\n";
+  out << "  \"per_node\": [";
+  for (std::size_t i = 0; i < r.per_node.size(); ++i) {
+    const NodeResult& node = r.per_node[i];
+    out << (i ? ",\n    " : "\n    ") << "{\"node\": " << i << ", \"requests\": " << node.requests
+        << ", \"admitted_tokens\": " << node.admitted << ", \"packets_out\": " << node.packets_out
+        << ", \"bytes_out\": " << node.bytes_out << ", \"packets_in\": " << node.packets_in
+        << ", \"bytes_in\": " << node.bytes_in << ", \"restarts\": " << node.restarts
+        << ", \"live_peers_end\": " << node.live_peers_end << "}";
+  }
+  out << "\n  ]\n}\n";
+}
+
+void write_csv(const Results& r, std::ostream& out) {
+  const Series& s = r.series;
+  const double per_s = 1e6 / static_cast<double>(s.sample_us);
+  out << "t_s,limit_per_s,ideal_per_s,admitted_per_s,requested_per_s";
+  const bool per_node = !s.per_node.empty();
+  if (per_node) {
+    for (std::uint32_t i = 0; i < r.nodes; ++i) out << ",n" << i << "_admitted_per_s";
+  }
+  out << "\n";
+  for (std::size_t b = 0; b < s.samples(); ++b) {
+    const TimeUs t = static_cast<TimeUs>(b) * s.sample_us;
+    if (t >= r.duration_us) break;
+    out << fixed(seconds(t), 3) << "," << fixed(r.limit_per_s, 3) << ","
+        << fixed(static_cast<double>(s.ideal[b]) * per_s, 1) << ","
+        << fixed(static_cast<double>(s.admitted[b]) * per_s, 1) << ","
+        << fixed(static_cast<double>(s.arrivals[b]) * per_s, 1);
+    if (per_node) {
+      for (std::uint32_t i = 0; i < r.nodes; ++i) {
+        out << "," << fixed(static_cast<double>(s.per_node[i * s.samples() + b]) * per_s, 1);
+      }
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace rlimit::sim

@@ -1,0 +1,24 @@
+// The outputs of a run: a table a person reads on stdout, JSON for
+// machines, and a CSV time series (one row per sample). docs/accuracy.md
+// defines every figure.
+#pragma once
+
+#include <ostream>
+
+#include "results.h"
+
+namespace rlimit::sim {
+
+void print_table(const Results& r, std::ostream& out);
+void write_json(const Results& r, std::ostream& out);
+// t_s, limit_per_s, ideal_per_s, admitted_per_s, arrivals_per_s, then one
+// admitted_per_s column per node.
+void write_csv(const Results& r, std::ostream& out);
+
+// "12.5s", "340ms": for tables.
+std::string format_seconds(TimeUs us);
+// Packets and bytes a node sent per simulated second, averaged over nodes.
+double packets_per_node_s(const Results& r);
+double bytes_per_node_s(const Results& r);
+
+}  // namespace rlimit::sim

@@ -1,0 +1,107 @@
+// What one simulated run measured: the figures of the report (docs/accuracy.md
+// defines each), the per-node traffic, and the time series the CSV and SVG
+// are drawn from. Quantities of requests are in tokens (request cost).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "network.h"
+#include "scenario.h"
+
+namespace rlimit::sim {
+
+struct NodeResult {
+  std::uint64_t requests = 0;
+  std::uint64_t admitted = 0;  // tokens
+  std::uint64_t packets_out = 0;
+  std::uint64_t bytes_out = 0;  // payloads plus the envelope
+  std::uint64_t packets_in = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint32_t restarts = 0;
+  std::int64_t live_peers_end = -1;  // -1: down at the end
+};
+
+// After a partition heals or a crashed node restarts: how long until every
+// node's view of every probed key's balance agreed within converge_tokens.
+struct Convergence {
+  std::string event;  // "partition 0 healed", "node 2 restarted"
+  TimeUs at_us = 0;
+  TimeUs converged_after_us = -1;  // -1: not within converge_max or the run
+  double spread_at_event = 0;      // largest disagreement at the first probe, tokens
+};
+
+// Counters summed over every node and incarnation.
+struct CoreTotals {
+  std::uint64_t gossip_rounds = 0;
+  std::uint64_t gossip_backlog_deferred = 0;
+  std::uint64_t anti_entropy_pushes = 0;
+  std::uint64_t piggyback_trimmed = 0;
+  std::uint64_t malformed_payloads = 0;
+  std::uint64_t remote_tokens_charged = 0;
+  std::uint64_t remote_unknown_keys = 0;
+  std::uint64_t key_table_full = 0;
+  std::uint64_t clock_went_back = 0;
+  std::uint64_t invalid_checks = 0;
+  std::uint64_t suspicions = 0;
+  std::uint64_t deaths = 0;
+  std::uint64_t refutations = 0;
+};
+
+struct Series {
+  TimeUs sample_us = 100'000;
+  std::vector<std::uint64_t> admitted;  // tokens per sample, all nodes
+  std::vector<std::uint64_t> ideal;
+  std::vector<std::uint64_t> arrivals;
+  std::vector<std::uint32_t> per_node;  // [node * samples + sample], admitted tokens
+  std::size_t samples() const { return admitted.size(); }
+};
+
+struct Results {
+  std::string scenario;
+  std::string description;
+  std::uint64_t seed = 0;
+  std::uint64_t digest = 0;
+  std::uint32_t nodes = 0;
+  TimeUs duration_us = 0;
+  TimeUs traffic_start_us = 0;  // first and last instants any stream runs
+  TimeUs traffic_end_us = 0;
+  double wall_seconds = 0;
+  double limit_per_s = 0;
+  std::vector<Partition> partitions;  // for the plot
+  std::vector<Crash> crashes;
+
+  std::uint64_t requests = 0;
+  std::uint64_t arrivals = 0;   // tokens asked for
+  std::uint64_t admitted = 0;   // tokens the cluster admitted
+  std::uint64_t ideal = 0;      // tokens the perfect limiter admitted
+  std::uint64_t fail_open = 0;  // tokens admitted by clients of a crashed node
+  std::uint64_t over_run = 0;   // sum over keys of max(0, admitted - ideal)
+  std::uint64_t under_run = 0;  // sum over keys of max(0, ideal - admitted)
+  std::uint64_t denied_ideal_allowed = 0;  // requests
+  std::uint64_t allowed_ideal_denied = 0;  // requests
+
+  TimeUs window_us = 0;
+  std::int64_t worst_over_window = 0;  // max over windows of (admitted - ideal), tokens
+  TimeUs worst_over_at_us = 0;         // the window's start
+  std::int64_t worst_under_window = 0;
+  TimeUs worst_under_at_us = 0;
+  std::int64_t peak_excess = 0;  // max over time of cumulative (admitted - ideal)
+  TimeUs peak_excess_at_us = 0;
+  std::int64_t final_excess = 0;
+
+  std::vector<Convergence> convergence;
+  std::vector<NodeResult> per_node;
+  NetworkStats network;
+  CoreTotals core;
+  Series series;
+
+  // admitted / ideal - 1 (0 when the ideal admitted nothing)
+  double error_ratio() const {
+    return ideal == 0 ? 0 : static_cast<double>(admitted) / static_cast<double>(ideal) - 1.0;
+  }
+  double limit_per_window() const { return limit_per_s * static_cast<double>(window_us) / 1e6; }
+};
+
+}  // namespace rlimit::sim

@@ -1,0 +1,511 @@
+#include "sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cluster_node.h"
+#include "core/limiter.h"
+#include "digest.h"
+#include "ideal.h"
+#include "network.h"
+#include "rng.h"
+#include "workload.h"
+
+namespace rlimit::sim {
+namespace {
+
+enum class Kind : std::uint8_t { kDeliver, kTick, kArrival, kCrash, kRestart, kHeal, kProbe };
+
+struct Event {
+  TimeUs at = 0;
+  std::uint64_t seq = 0;  // creation order: ties at one instant run in it
+  Kind kind = Kind::kTick;
+  std::uint32_t node = 0;
+  std::uint32_t aux = 0;   // tick: generation; arrival: stream; crash/heal: index
+  std::uint32_t from = 0;  // deliver: sender
+  std::string payload;
+};
+
+// A min-heap on (at, seq).
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+  }
+};
+
+struct Node {
+  std::unique_ptr<core::Limiter> limiter;
+  std::unique_ptr<core::ClusterNode> cluster;
+  bool up = false;
+  std::uint32_t generation = 0;  // stale ticks of a crashed incarnation are dropped
+  TimeUs offset_us = 0;
+  double drift = 0;
+  TimeUs next_sweep_us = 0;  // local clock
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& scenario, std::uint64_t seed, const RunOptions& options,
+             Results& results)
+      : s_(scenario),
+        seed_(seed),
+        options_(options),
+        r_(results),
+        network_(scenario.network, scenario.partitions, scenario.cluster.nodes,
+                 derive_seed(seed, 1)),
+        ideal_(scenario.rules) {}
+
+  bool run(std::string& error) {
+    const auto wall_start = std::chrono::steady_clock::now();
+    workload_ = std::make_unique<Workload>(s_, seed_, error);
+    if (!error.empty()) return false;
+    setup();
+    while (!heap_.empty() && heap_.front().at <= s_.duration_us) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      Event e = std::move(heap_.back());
+      heap_.pop_back();
+      now_ = e.at;
+      handle(e);
+    }
+    finish();
+    r_.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return true;
+  }
+
+ private:
+  void push(TimeUs at, Kind kind, std::uint32_t node, std::uint32_t aux = 0,
+            std::uint32_t from = 0, std::string payload = {}) {
+    heap_.push_back(Event{at, next_seq_++, kind, node, aux, from, std::move(payload)});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+
+  // What node i's clock reads at virtual time t.
+  TimeUs local(std::uint32_t i, TimeUs t) const {
+    const Node& n = nodes_[i];
+    return Ideal::kEpochUs + n.offset_us + t + std::llround(n.drift * static_cast<double>(t));
+  }
+
+  static std::string address_of(std::uint32_t i) {
+    return "10." + std::to_string(i >> 16) + "." + std::to_string((i >> 8) & 255) + "." +
+           std::to_string(i & 255) + ":7946";
+  }
+
+  void setup() {
+    const std::uint32_t n = s_.cluster.nodes;
+    r_.scenario = s_.name;
+    r_.description = s_.description;
+    r_.seed = seed_;
+    r_.nodes = n;
+    r_.duration_us = s_.duration_us;
+    r_.window_us = s_.report.window_us;
+    r_.limit_per_s = workload_->limit_per_s();
+    r_.partitions = s_.partitions;
+    r_.crashes = s_.crashes;
+    r_.per_node.assign(n, {});
+    tick_us_ = s_.cluster.tick_us > 0
+                   ? s_.cluster.tick_us
+                   : std::clamp<TimeUs>(s_.cluster.options.gossip_interval_us, 1000, 5000);
+
+    const std::size_t samples =
+        static_cast<std::size_t>(s_.duration_us / s_.report.sample_us) + 1;
+    Series& series = r_.series;
+    series.sample_us = s_.report.sample_us;
+    series.admitted.assign(samples, 0);
+    series.ideal.assign(samples, 0);
+    series.arrivals.assign(samples, 0);
+    if (options_.keep_series) series.per_node.assign(static_cast<std::size_t>(n) * samples, 0);
+
+    for (const Traffic& t : s_.traffic) {
+      key_admitted_.emplace_back(t.keys, 0);
+      key_ideal_.emplace_back(t.keys, 0);
+    }
+    r_.traffic_start_us = s_.duration_us;
+    for (const Traffic& t : s_.traffic) {
+      r_.traffic_start_us = std::min(r_.traffic_start_us, t.start_us);
+      r_.traffic_end_us = std::max(r_.traffic_end_us, t.end_us);
+    }
+
+    Rng clock_rng(derive_seed(seed_, 2));
+    nodes_.resize(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      address_index_.emplace(address_of(i), i);
+      Node& node = nodes_[i];
+      // Drawn for every node whatever is listed, so listing one node's clock
+      // leaves the others' draws unchanged.
+      const double u_offset = clock_rng.uniform();
+      const double u_drift = clock_rng.uniform();
+      node.offset_us = std::llround((2 * u_offset - 1) * static_cast<double>(s_.clock.offset_max_us));
+      node.drift = (2 * u_drift - 1) * s_.clock.drift_max;
+      if (i < s_.clock.offsets_us.size()) node.offset_us = s_.clock.offsets_us[i];
+      if (i < s_.clock.drifts.size()) node.drift = s_.clock.drifts[i];
+    }
+    for (std::uint32_t i = 0; i < s_.cluster.seeds; ++i) seed_addresses_.push_back(address_of(i));
+
+    Rng phase_rng(derive_seed(seed_, 3));
+    for (std::uint32_t i = 0; i < n; ++i) {
+      start_node(i, 0);
+      push(1 + static_cast<TimeUs>(phase_rng() % static_cast<std::uint64_t>(tick_us_)), Kind::kTick,
+           i, nodes_[i].generation);
+    }
+    for (std::uint32_t si = 0; si < s_.traffic.size(); ++si) {
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const TimeUs at = workload_->first(si, i);
+        if (at >= 0) push(at, Kind::kArrival, i, si);
+      }
+    }
+    for (std::uint32_t c = 0; c < s_.crashes.size(); ++c) {
+      const Crash& crash = s_.crashes[c];
+      push(crash.at_us, Kind::kCrash, crash.node, c);
+      if (crash.restart_us) push(*crash.restart_us, Kind::kRestart, crash.node, c);
+    }
+    for (std::uint32_t p = 0; p < s_.partitions.size(); ++p) {
+      push(s_.partitions[p].end_us, Kind::kHeal, 0, p);
+    }
+  }
+
+  void start_node(std::uint32_t i, TimeUs t) {
+    Node& node = nodes_[i];
+    NodeResult& result = r_.per_node[i];
+    core::LimiterOptions limiter_options;
+    limiter_options.replicated = true;
+    node.limiter = std::make_unique<core::Limiter>(limiter_options, s_.rules);
+    core::ClusterOptions options = s_.cluster.options;
+    options.cluster_name = "sim";
+    options.membership.node_id = "n" + std::to_string(i);
+    options.membership.address = address_of(i);
+    // As rlimitd: the wall clock at start, so a restart has a larger one.
+    options.membership.incarnation = static_cast<std::uint64_t>(local(i, t));
+    options.membership.seeds = seed_addresses_;
+    node.cluster = std::make_unique<core::ClusterNode>(
+        options, *node.limiter, derive_seed(seed_, 4 + result.restarts, i));
+    node.up = true;
+    ++node.generation;
+    node.next_sweep_us = local(i, t) + s_.cluster.sweep_interval_us;
+    node.cluster->start(local(i, t));
+    flush(i, t);
+  }
+
+  // Adds what an incarnation counted to the run's totals.
+  void harvest(std::uint32_t i) {
+    Node& node = nodes_[i];
+    NodeResult& result = r_.per_node[i];
+    const core::ClusterStats& c = node.cluster->stats();
+    result.packets_out += c.packets_out;
+    result.bytes_out += c.bytes_out + c.packets_out * kEnvelopeBytes;
+    result.packets_in += c.packets_in;
+    result.bytes_in += c.bytes_in + c.packets_in * kEnvelopeBytes;
+    CoreTotals& t = r_.core;
+    t.gossip_rounds += c.gossip_rounds;
+    t.gossip_backlog_deferred += c.gossip_backlog_deferred;
+    t.anti_entropy_pushes += c.anti_entropy_pushes;
+    t.piggyback_trimmed += c.piggyback_trimmed;
+    t.malformed_payloads += c.malformed_payloads;
+    const core::LimiterStats& l = node.limiter->stats();
+    t.remote_tokens_charged += l.remote_tokens_charged;
+    t.remote_unknown_keys += l.remote_unknown_keys;
+    t.key_table_full += l.key_table_full;
+    t.clock_went_back += l.clock_went_back;
+    t.invalid_checks += l.invalid;
+    const core::MembershipStats& m = node.cluster->membership().stats();
+    t.suspicions += m.suspicions;
+    t.deaths += m.deaths;
+    t.refutations += m.refutations;
+  }
+
+  void flush(std::uint32_t i, TimeUs t) {
+    std::vector<core::OutPacket>& out = nodes_[i].cluster->outbox();
+    for (core::OutPacket& packet : out) {
+      auto it = address_index_.find(packet.address);
+      if (it == address_index_.end()) {
+        ++network_.stats().unknown_address;
+        continue;
+      }
+      TimeUs arrivals[2];
+      const int copies = network_.route(i, it->second, packet.payload.size(), t, arrivals);
+      for (int c = 0; c < copies; ++c) {
+        push(arrivals[c], Kind::kDeliver, it->second, 0, i,
+             c + 1 == copies ? std::move(packet.payload) : packet.payload);
+      }
+    }
+    out.clear();
+  }
+
+  void handle(Event& e) {
+    switch (e.kind) {
+      case Kind::kDeliver: return deliver(e);
+      case Kind::kTick: return tick(e.node, e.aux);
+      case Kind::kArrival: return arrival(e.aux, e.node);
+      case Kind::kCrash: return crash(e.node);
+      case Kind::kRestart: return restart(e.node);
+      case Kind::kHeal:
+        return track("partition " + std::to_string(e.aux) + " healed");
+      case Kind::kProbe: return probe();
+    }
+  }
+
+  void deliver(Event& e) {
+    // A partition that began while the datagram was in flight cuts it too.
+    if (network_.blocked(e.from, e.node, now_)) {
+      ++network_.stats().partitioned;
+      return;
+    }
+    Node& node = nodes_[e.node];
+    if (!node.up) {
+      ++network_.stats().to_down_node;
+      return;
+    }
+    ++network_.stats().delivered;
+    digest_.mix(static_cast<std::uint64_t>(now_));
+    digest_.mix(static_cast<std::uint64_t>(e.node));
+    digest_.mix(e.payload);
+    node.cluster->on_payload(e.payload, local(e.node, now_));
+    flush(e.node, now_);
+  }
+
+  void tick(std::uint32_t i, std::uint32_t generation) {
+    Node& node = nodes_[i];
+    if (!node.up || generation != node.generation) return;
+    const TimeUs now = local(i, now_);
+    node.cluster->tick(now);
+    if (now >= node.next_sweep_us) {
+      node.limiter->sweep(now, s_.cluster.sweep_batch);
+      node.next_sweep_us = now + s_.cluster.sweep_interval_us;
+    }
+    flush(i, now_);
+    push(now_ + tick_us_, Kind::kTick, i, generation);
+  }
+
+  void arrival(std::uint32_t stream, std::uint32_t i) {
+    const TimeUs next = workload_->next(stream, i, now_);
+    if (next >= 0) push(next, Kind::kArrival, i, stream);
+    Node& node = nodes_[i];
+    if (!node.up && s_.down_arrivals == DownArrivals::kLost) return;
+
+    const std::uint32_t key = workload_->pick_key(stream, i);
+    const core::CheckInput& input = workload_->input(stream, key);
+    const bool ideal = ideal_.check(input, now_);
+    bool allowed = false;
+    if (node.up) {
+      node.limiter->check(input, local(i, now_), out_);
+      allowed = out_.allowed;
+    } else {
+      allowed = s_.down_arrivals == DownArrivals::kFailOpen;
+      if (allowed) r_.fail_open += static_cast<std::uint64_t>(input.cost);
+    }
+
+    const auto cost = static_cast<std::uint64_t>(input.cost);
+    const std::size_t bin = static_cast<std::size_t>(now_ / r_.series.sample_us);
+    Series& series = r_.series;
+    series.arrivals[bin] += cost;
+    ++r_.requests;
+    r_.arrivals += cost;
+    NodeResult& nr = r_.per_node[i];
+    ++nr.requests;
+    if (allowed) {
+      series.admitted[bin] += cost;
+      if (!series.per_node.empty()) {
+        series.per_node[static_cast<std::size_t>(i) * series.samples() + bin] +=
+            static_cast<std::uint32_t>(cost);
+      }
+      r_.admitted += cost;
+      nr.admitted += cost;
+      key_admitted_[stream][key] += static_cast<std::int64_t>(cost);
+    }
+    if (ideal) {
+      series.ideal[bin] += cost;
+      r_.ideal += cost;
+      key_ideal_[stream][key] += static_cast<std::int64_t>(cost);
+    }
+    if (allowed && !ideal) ++r_.allowed_ideal_denied;
+    if (!allowed && ideal) ++r_.denied_ideal_allowed;
+    digest_.mix(static_cast<std::uint64_t>(now_));
+    digest_.mix((static_cast<std::uint64_t>(i) << 32) | stream);
+    digest_.mix((static_cast<std::uint64_t>(key) << 2) | (allowed ? 1 : 0) | (ideal ? 2 : 0));
+  }
+
+  void crash(std::uint32_t i) {
+    Node& node = nodes_[i];
+    if (!node.up) return;
+    harvest(i);
+    // Memory lost: the Limiter (buckets, counters) and the membership go.
+    node.cluster.reset();
+    node.limiter.reset();
+    node.up = false;
+  }
+
+  void restart(std::uint32_t i) {
+    Node& node = nodes_[i];
+    if (node.up) return;
+    ++r_.per_node[i].restarts;
+    start_node(i, now_);
+    push(now_ + tick_us_, Kind::kTick, i, node.generation);
+    track("node " + std::to_string(i) + " restarted");
+  }
+
+  // Starts measuring convergence from now.
+  void track(std::string event) {
+    if (s_.report.probe_keys == 0) return;
+    Convergence c;
+    c.event = std::move(event);
+    c.at_us = now_;
+    r_.convergence.push_back(std::move(c));
+    active_.push_back(r_.convergence.size() - 1);
+    first_probe_.push_back(true);
+    if (!probe_scheduled_) {
+      probe_scheduled_ = true;
+      push(now_, Kind::kProbe, 0);
+    }
+  }
+
+  // The largest disagreement between live nodes about a probed key's
+  // balance, in tokens. A probe is a check of cost 0: it charges nothing and
+  // its refill is exact, so it does not change what the node decides later.
+  double spread() {
+    double worst = 0;
+    for (std::uint32_t si = 0; si < s_.traffic.size(); ++si) {
+      const std::uint32_t keys = std::min(s_.report.probe_keys, s_.traffic[si].keys);
+      for (std::uint32_t k = 0; k < keys; ++k) {
+        low_.clear();
+        high_.clear();
+        for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+          Node& node = nodes_[i];
+          if (!node.up) continue;
+          core::CheckInput input = workload_->input(si, k);
+          input.cost = 0;
+          node.limiter->check(input, local(i, now_), out_);
+          for (std::size_t v = 0; v < out_.rules.size(); ++v) {
+            const core::RuleVerdict& verdict = out_.rules[v];
+            if (verdict.params.limit <= 0 || verdict.reset_after_us < 0) continue;
+            const double balance =
+                static_cast<double>(verdict.params.burst) -
+                static_cast<double>(verdict.reset_after_us) * static_cast<double>(verdict.params.limit) /
+                    static_cast<double>(verdict.params.period_us);
+            if (low_.size() <= v) {
+              low_.resize(v + 1, balance);
+              high_.resize(v + 1, balance);
+            }
+            low_[v] = std::min(low_[v], balance);
+            high_[v] = std::max(high_[v], balance);
+          }
+        }
+        for (std::size_t v = 0; v < low_.size(); ++v) worst = std::max(worst, high_[v] - low_[v]);
+      }
+    }
+    return worst;
+  }
+
+  void probe() {
+    const double now_spread = spread();
+    std::vector<std::size_t> still;
+    std::vector<bool> still_first;
+    for (std::size_t a = 0; a < active_.size(); ++a) {
+      Convergence& c = r_.convergence[active_[a]];
+      if (first_probe_[a]) c.spread_at_event = now_spread;
+      if (now_spread <= s_.report.converge_tokens) {
+        c.converged_after_us = now_ - c.at_us;
+        continue;
+      }
+      if (now_ - c.at_us >= s_.report.converge_max_us) continue;  // gave up: stays -1
+      still.push_back(active_[a]);
+      still_first.push_back(false);
+    }
+    active_ = std::move(still);
+    first_probe_ = std::move(still_first);
+    probe_scheduled_ = !active_.empty();
+    if (probe_scheduled_) push(now_ + s_.report.probe_interval_us, Kind::kProbe, 0);
+  }
+
+  void finish() {
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      Node& node = nodes_[i];
+      if (!node.up) continue;
+      harvest(i);
+      r_.per_node[i].live_peers_end =
+          static_cast<std::int64_t>(node.cluster->membership().live_peers().size());
+    }
+    r_.network = network_.stats();
+    r_.digest = digest_.value();
+
+    for (std::size_t si = 0; si < key_admitted_.size(); ++si) {
+      for (std::size_t k = 0; k < key_admitted_[si].size(); ++k) {
+        const std::int64_t d = key_admitted_[si][k] - key_ideal_[si][k];
+        (d > 0 ? r_.over_run : r_.under_run) += static_cast<std::uint64_t>(std::abs(d));
+      }
+    }
+
+    // Windows and cumulative excess over the traffic's time span.
+    const Series& series = r_.series;
+    const TimeUs sample = series.sample_us;
+    const std::size_t first = static_cast<std::size_t>(r_.traffic_start_us / sample);
+    const std::size_t last = std::min(series.samples(),
+                                      static_cast<std::size_t>((r_.traffic_end_us + sample - 1) / sample));
+    const std::size_t w = std::max<std::size_t>(1, static_cast<std::size_t>(r_.window_us / sample));
+    std::int64_t cumulative = 0;
+    std::vector<std::int64_t> prefix(1, 0);  // prefix[j]: sum of (admitted - ideal) of bins [first, first + j)
+    for (std::size_t b = first; b < last; ++b) {
+      const std::int64_t d = static_cast<std::int64_t>(series.admitted[b]) -
+                             static_cast<std::int64_t>(series.ideal[b]);
+      cumulative += d;
+      prefix.push_back(cumulative);
+      if (cumulative > r_.peak_excess) {
+        r_.peak_excess = cumulative;
+        r_.peak_excess_at_us = static_cast<TimeUs>(b + 1) * sample;
+      }
+    }
+    r_.final_excess = cumulative;
+    const std::size_t bins = prefix.size() - 1;
+    const std::size_t windows = bins > w ? bins - w + 1 : (bins > 0 ? 1 : 0);
+    for (std::size_t j = 0; j < windows; ++j) {
+      const std::int64_t d = prefix[std::min(bins, j + w)] - prefix[j];
+      const TimeUs at = static_cast<TimeUs>(first + j) * sample;
+      if (d > r_.worst_over_window) {
+        r_.worst_over_window = d;
+        r_.worst_over_at_us = at;
+      }
+      if (-d > r_.worst_under_window) {
+        r_.worst_under_window = -d;
+        r_.worst_under_at_us = at;
+      }
+    }
+  }
+
+  const Scenario& s_;
+  std::uint64_t seed_;
+  RunOptions options_;
+  Results& r_;
+  Network network_;
+  Ideal ideal_;
+  std::unique_ptr<Workload> workload_;
+  std::vector<Node> nodes_;
+  std::unordered_map<std::string, std::uint32_t> address_index_;
+  std::vector<std::string> seed_addresses_;
+  std::vector<Event> heap_;
+  std::uint64_t next_seq_ = 0;
+  TimeUs now_ = 0;
+  TimeUs tick_us_ = 5000;
+  Digest digest_;
+  core::CheckOutput out_;
+  std::vector<std::vector<std::int64_t>> key_admitted_;  // [stream][key], tokens
+  std::vector<std::vector<std::int64_t>> key_ideal_;
+  std::vector<std::size_t> active_;  // convergence trackers still probing
+  std::vector<bool> first_probe_;
+  bool probe_scheduled_ = false;
+  std::vector<double> low_, high_;
+};
+
+}  // namespace
+
+bool run_simulation(const Scenario& scenario, std::uint64_t seed, const RunOptions& options,
+                    Results& results, std::string& error) {
+  results = Results{};
+  Simulation simulation(scenario, seed, options, results);
+  return simulation.run(error);
+}
+
+}  // namespace rlimit::sim
