@@ -118,10 +118,13 @@ void print_table(const Results& r, std::ostream& out) {
   row(out, "requests allowed, ideal denied", std::to_string(r.allowed_ideal_denied));
 
   if (!r.convergence.empty()) {
-    out << "\nConvergence (views of every probed key's balance agree)\n";
+    out << "\nConvergence (counters: every node knows all consumption from before the event;\n"
+           "             balances: then every node's balance of every probed key agrees)\n";
     for (const Convergence& c : r.convergence) {
-      row(out, c.event + " at " + format_seconds(c.at_us), format_seconds(c.converged_after_us),
-          "spread at the event " + fixed(c.spread_at_event, 1) + " tokens");
+      row(out, c.event + " at " + format_seconds(c.at_us),
+          format_seconds(c.counters_after_us) + " / " + format_seconds(c.balances_after_us),
+          "balance spread " + fixed(c.spread_at_event, 1) + " at the event, " +
+              fixed(c.spread_last, 1) + " at the last probe (tokens)");
     }
   }
 
@@ -215,8 +218,10 @@ void write_json(const Results& r, std::ostream& out) {
   for (std::size_t i = 0; i < r.convergence.size(); ++i) {
     const Convergence& c = r.convergence[i];
     out << (i ? ", " : "") << "{\"event\": " << quote(c.event) << ", \"at_s\": " << num(seconds(c.at_us))
-        << ", \"converged_after_s\": " << (c.converged_after_us < 0 ? std::string("null") : num(seconds(c.converged_after_us)))
-        << ", \"spread_at_event_tokens\": " << num(c.spread_at_event) << "}";
+        << ", \"counters_after_s\": " << (c.counters_after_us < 0 ? std::string("null") : num(seconds(c.counters_after_us)))
+        << ", \"balances_after_s\": " << (c.balances_after_us < 0 ? std::string("null") : num(seconds(c.balances_after_us)))
+        << ", \"spread_at_event_tokens\": " << num(c.spread_at_event)
+        << ", \"spread_last_tokens\": " << num(c.spread_last) << "}";
   }
   out << "],\n";
   const NetworkStats& n = r.network;

@@ -23,13 +23,18 @@ struct NodeResult {
   std::int64_t live_peers_end = -1;  // -1: down at the end
 };
 
-// After a partition heals or a crashed node restarts: how long until every
-// node's view of every probed key's balance agreed within converge_tokens.
+// After a partition heals or a crashed node restarts. Counters converged:
+// every live node knows (within converge_tokens) all the consumption of every
+// key that any node knew at the event. Balances agreed: after that, every
+// live node's balance of every probed key is within converge_tokens of the
+// others'. docs/accuracy.md explains why the second may never happen.
 struct Convergence {
   std::string event;  // "partition 0 healed", "node 2 restarted"
   TimeUs at_us = 0;
-  TimeUs converged_after_us = -1;  // -1: not within converge_max or the run
-  double spread_at_event = 0;      // largest disagreement at the first probe, tokens
+  TimeUs counters_after_us = -1;  // -1: not within converge_max or the run
+  TimeUs balances_after_us = -1;
+  double spread_at_event = 0;  // largest disagreement about a balance at the event, tokens
+  double spread_last = 0;      // ... at the last probe
 };
 
 // Counters summed over every node and incarnation.

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -36,6 +40,12 @@ struct Later {
   bool operator()(const Event& a, const Event& b) const {
     return a.at != b.at ? a.at > b.at : a.seq > b.seq;
   }
+};
+
+struct Tracker {
+  std::size_t index = 0;  // into Results::convergence
+  bool first = true;
+  std::vector<std::pair<std::string, std::uint64_t>> targets;  // bucket key, consumption to know
 };
 
 struct Node {
@@ -348,19 +358,58 @@ class Simulation {
     track("node " + std::to_string(i) + " restarted");
   }
 
-  // Starts measuring convergence from now.
+  // Starts measuring convergence from now: takes the union of every node's
+  // counters as the consumption each node must come to know.
   void track(std::string event) {
     if (s_.report.probe_keys == 0) return;
+    Tracker tracker;
+    tracker.index = r_.convergence.size();
     Convergence c;
     c.event = std::move(event);
     c.at_us = now_;
     r_.convergence.push_back(std::move(c));
-    active_.push_back(r_.convergence.size() - 1);
-    first_probe_.push_back(true);
+    std::unordered_map<std::string, std::map<std::pair<std::string, std::uint64_t>, std::uint64_t>> known;
+    for (Node& node : nodes_) {
+      if (!node.up) continue;
+      // A copy, because visiting moves the ledger's anti-entropy cursor.
+      core::Ledger copy = node.limiter->ledger();
+      copy.visit_slice(std::numeric_limits<std::size_t>::max() / 4,
+                       [&](const std::string& key, const core::Ledger::KeyState& state) {
+                         auto& entries = known[key];
+                         for (const core::Ledger::Entry& e : state.entries) {
+                           std::uint64_t& v = entries[{copy.origin_name(e.origin), e.incarnation}];
+                           v = std::max(v, e.consumed);
+                         }
+                       });
+    }
+    for (const auto& [key, entries] : known) {
+      std::uint64_t total = 0;
+      for (const auto& [origin, consumed] : entries) total += consumed;
+      tracker.targets.emplace_back(key, total);
+    }
+    std::sort(tracker.targets.begin(), tracker.targets.end());
+    trackers_.push_back(std::move(tracker));
     if (!probe_scheduled_) {
       probe_scheduled_ = true;
       push(now_, Kind::kProbe, 0);
     }
+  }
+
+  // True if every live node knows at least what `tracker` requires.
+  bool counters_known(const Tracker& tracker) const {
+    for (const Node& node : nodes_) {
+      if (!node.up) continue;
+      const core::Ledger& ledger = node.limiter->ledger();
+      for (const auto& [key, total] : tracker.targets) {
+        const core::Ledger::KeyState* state = ledger.find(key);
+        std::uint64_t sum = 0;
+        if (state != nullptr) {
+          for (const core::Ledger::Entry& e : state->entries) sum += e.consumed;
+        }
+        if (static_cast<double>(sum) + s_.report.converge_tokens < static_cast<double>(total)) return false;
+      }
+    }
+    return true;
   }
 
   // The largest disagreement between live nodes about a probed key's
@@ -402,22 +451,22 @@ class Simulation {
 
   void probe() {
     const double now_spread = spread();
-    std::vector<std::size_t> still;
-    std::vector<bool> still_first;
-    for (std::size_t a = 0; a < active_.size(); ++a) {
-      Convergence& c = r_.convergence[active_[a]];
-      if (first_probe_[a]) c.spread_at_event = now_spread;
-      if (now_spread <= s_.report.converge_tokens) {
-        c.converged_after_us = now_ - c.at_us;
+    std::vector<Tracker> still;
+    for (Tracker& t : trackers_) {
+      Convergence& c = r_.convergence[t.index];
+      if (t.first) c.spread_at_event = now_spread;
+      t.first = false;
+      c.spread_last = now_spread;
+      if (c.counters_after_us < 0 && counters_known(t)) c.counters_after_us = now_ - c.at_us;
+      if (c.counters_after_us >= 0 && now_spread <= s_.report.converge_tokens) {
+        c.balances_after_us = now_ - c.at_us;
         continue;
       }
-      if (now_ - c.at_us >= s_.report.converge_max_us) continue;  // gave up: stays -1
-      still.push_back(active_[a]);
-      still_first.push_back(false);
+      if (now_ - c.at_us >= s_.report.converge_max_us) continue;  // gave up
+      still.push_back(std::move(t));
     }
-    active_ = std::move(still);
-    first_probe_ = std::move(still_first);
-    probe_scheduled_ = !active_.empty();
+    trackers_ = std::move(still);
+    probe_scheduled_ = !trackers_.empty();
     if (probe_scheduled_) push(now_ + s_.report.probe_interval_us, Kind::kProbe, 0);
   }
 
@@ -429,6 +478,7 @@ class Simulation {
       r_.per_node[i].live_peers_end =
           static_cast<std::int64_t>(node.cluster->membership().live_peers().size());
     }
+    if (std::getenv("RLIMIT_SIM_DEBUG") != nullptr) debug_dump();
     r_.network = network_.stats();
     r_.digest = digest_.value();
 
@@ -475,6 +525,22 @@ class Simulation {
     }
   }
 
+  void debug_dump() {
+    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+      Node& node = nodes_[i];
+      if (!node.up) continue;
+      core::CheckInput input = workload_->input(0, 0);
+      input.cost = 0;
+      node.limiter->check(input, local(i, now_), out_);
+      std::fprintf(stderr, "n%u remaining %lld reset_after %lld\n", i, (long long)out_.rules[0].remaining, (long long)out_.rules[0].reset_after_us);
+      node.limiter->ledger().visit_slice(1000, [&](const std::string& key, const core::Ledger::KeyState& st) {
+        for (const auto& e : st.entries) {
+          std::fprintf(stderr, "   origin %s inc %llu consumed %llu%s\n", node.limiter->ledger().origin_name(e.origin).c_str(), (unsigned long long)e.incarnation, (unsigned long long)e.consumed, (int)(&e - st.entries.data()) == st.own ? " (own)" : "");
+        }
+      });
+    }
+  }
+
   const Scenario& s_;
   std::uint64_t seed_;
   RunOptions options_;
@@ -493,8 +559,7 @@ class Simulation {
   core::CheckOutput out_;
   std::vector<std::vector<std::int64_t>> key_admitted_;  // [stream][key], tokens
   std::vector<std::vector<std::int64_t>> key_ideal_;
-  std::vector<std::size_t> active_;  // convergence trackers still probing
-  std::vector<bool> first_probe_;
+  std::vector<Tracker> trackers_;  // convergence still being measured
   bool probe_scheduled_ = false;
   std::vector<double> low_, high_;
 };

@@ -65,16 +65,22 @@ Workload::Workload(const Scenario& scenario, std::uint64_t seed, std::string& er
     }
     if (t.inline_limit) s.inline_key = make_template(t.inline_limit->key);
 
-    // The stream's limit: the tightest rule its first key matches.
+    // The stream's limit: of the rules its first key matches, the one that
+    // allows the fewest tokens over the stream's span (burst plus refill), so
+    // a daily cap with a huge burst does not pass for a tight limit.
     StreamInfo& info = info_.emplace_back();
     fill(s, 0);
     core::CheckInput probe = input_;
     probe.cost = 0;
     scratch.check(probe, 0, out);
+    const double span_s = static_cast<double>(t.end_us - t.start_us) / 1e6;
     double tightest = -1;
+    double fewest = -1;
     for (const core::RuleVerdict& v : out.rules) {
       const double per_s = static_cast<double>(v.params.limit) * 1e6 / static_cast<double>(v.params.period_us);
-      if (tightest >= 0 && per_s >= tightest) continue;
+      const double tokens = static_cast<double>(v.params.burst) + per_s * span_s;
+      if (fewest >= 0 && tokens >= fewest) continue;
+      fewest = tokens;
       tightest = per_s;
       const bool is_inline = t.inline_limit && v.name == inline_key_;
       info.per_key = is_inline ? s.inline_key->has_key : rule_is_per_key(scenario.rules, v.name);
