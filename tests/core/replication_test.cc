@@ -254,3 +254,36 @@ TEST(ReplicationTest, EchoOfOwnCounterChangesNothing) {
 
 }  // namespace
 }  // namespace rlimit::core
+
+namespace rlimit::core {
+namespace {
+
+TEST(ReplicationTest, InlineLimitsAndMultiRuleChecksReplicate) {
+  // Two rules on one request plus an inline limit: three buckets, each
+  // charged everywhere; the inline bucket is rebuilt from its key alone.
+  RuleSet rules = one_rule(100, kUsPerSecond, 100);
+  Rule daily = rules.rules[0];
+  daily.name = "daily";
+  daily.params = {5, 86400 * kUsPerSecond, 5};
+  rules.rules.push_back(daily);
+  Node a("a", rules, 1, 0), b("b", rules, 2, 0);
+  const Descriptor d[] = {{"user", "x"}};
+  const InlineLimit job{"export", {3, 60 * kUsPerSecond, 3}};
+  CheckOutput out;
+  for (int i = 0; i < 2; ++i) {
+    a.limiter->check({d, 1, &job}, 0, out);
+    ASSERT_TRUE(out.allowed);
+  }
+  for (const Message& m : a.snapshot()) b.deliver(m, 0);
+  b.limiter->check({d, 0, &job}, 0, out);
+  ASSERT_EQ(out.rules.size(), 3u);
+  EXPECT_EQ(out.rules[0].remaining, 98);  // per-user
+  EXPECT_EQ(out.rules[1].remaining, 3);   // daily
+  EXPECT_EQ(out.rules[2].remaining, 1);   // the inline limit, built from its key
+  b.limiter->check({d, 2, &job}, 0, out);
+  EXPECT_FALSE(out.allowed);  // the inline bucket holds 1: all or nothing
+  EXPECT_EQ(b.limiter->stats().remote_unknown_keys, 0u);
+}
+
+}  // namespace
+}  // namespace rlimit::core
