@@ -33,28 +33,23 @@ class CounterPacker {
 
   // Adds every entry of `key`. Returns false (adding nothing) if the current
   // payload is full and `may_open` is false; otherwise opens a new payload as
-  // needed. A key too large for an empty payload is skipped (returns true).
+  // needed. A key whose entries do not fit in one payload (one that many
+  // origins consumed from) is spread over several: each entry merges on its
+  // own, so any subset is a valid message. That key alone may take a round
+  // past max_packets_per_round.
   bool add(const std::string& key, const Ledger::KeyState& state, bool may_open) {
     if (state.entries.empty()) return true;
     const std::size_t before = current_.ByteSizeLong();
-    const std::size_t mark = static_cast<std::size_t>(counters()->entries_size());
+    const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
-    for (const Ledger::Entry& e : state.entries) {
-      auto* entry = counters()->add_entries();
-      entry->set_key(key);
-      entry->set_origin(local_origin(e.origin));
-      entry->set_incarnation(e.incarnation);
-      entry->set_consumed(e.consumed);
-    }
-    if (current_.ByteSizeLong() + kCounterSlackBytes <= max_bytes_) return true;
+    for (const Ledger::Entry& e : state.entries) append(key, e);
+    if (fits()) return true;
     // Undo and retry in a fresh payload.
-    counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
-                                                 counters()->entries_size() - static_cast<int>(mark));
-    while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
-      origin_slots_.erase(counters()->origins(counters()->origins_size() - 1));
-      counters()->mutable_origins()->RemoveLast();
+    undo(mark, origins_mark);
+    if (before <= base_bytes_) {
+      split(key, state);
+      return true;
     }
-    if (before <= base_bytes_) return true;  // cannot fit even alone: skip it
     if (!may_open) return false;
     finish();
     return add(key, state, false) || true;
@@ -70,6 +65,42 @@ class CounterPacker {
  private:
   Counters* counters() { return current_.mutable_counters(); }
   const Counters* counters() const { return &current_.counters(); }
+
+  bool fits() const { return current_.ByteSizeLong() + kCounterSlackBytes <= max_bytes_; }
+
+  void append(const std::string& key, const Ledger::Entry& e) {
+    auto* entry = counters()->add_entries();
+    entry->set_key(key);
+    entry->set_origin(local_origin(e.origin));
+    entry->set_incarnation(e.incarnation);
+    entry->set_consumed(e.consumed);
+  }
+
+  // Removes the entries and origins added after the marks.
+  void undo(std::size_t mark, std::size_t origins_mark) {
+    counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
+                                                 counters()->entries_size() - static_cast<int>(mark));
+    while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
+      origin_slots_.erase(counters()->origins(counters()->origins_size() - 1));
+      counters()->mutable_origins()->RemoveLast();
+    }
+  }
+
+  // Adds the entries of `key` one by one, opening payloads as they fill. An
+  // entry too large for an empty payload is left out.
+  void split(const std::string& key, const Ledger::KeyState& state) {
+    for (const Ledger::Entry& e : state.entries) {
+      const std::size_t mark = entries();
+      const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
+      append(key, e);
+      if (fits()) continue;
+      undo(mark, origins_mark);
+      if (mark == 0) continue;
+      finish();
+      append(key, e);
+      if (!fits()) undo(0, 0);
+    }
+  }
 
   std::uint32_t local_origin(std::uint32_t origin) {
     const std::string& name = ledger_.origin_name(origin);

@@ -169,6 +169,21 @@ TEST(ClusterNodeTest, ManyKeysArePackedWithinThePayloadBound) {
   EXPECT_GT(sim.node(0).node->stats().gossip_backlog_deferred + sim.node(0).node->stats().anti_entropy_pushes, 0u);
 }
 
+// A key many nodes consume from has more entries than one payload holds; its
+// entries are spread over several payloads instead of never being sent
+// (found by rlimit-sim: with more than about 30 nodes on one shared key, no
+// node heard of any other's consumption).
+TEST(ClusterNodeTest, AKeyWithMoreEntriesThanOnePayloadHoldsStillSpreads) {
+  ClusterOptions options;
+  options.max_payload_bytes = 600;
+  Sim sim(40, global_rule(1000, 3600 * kUsPerSecond, 1000), 0.0, 5, options);
+  sim.run(6 * kUsPerSecond);
+  for (std::size_t i = 0; i < 40; ++i) ASSERT_TRUE(sim.check(i, "shared"));
+  sim.run(3 * kUsPerSecond);
+  EXPECT_LE(sim.max_payload_seen(), 600u);
+  for (std::size_t i = 0; i < 40; ++i) EXPECT_EQ(sim.remaining(i, "shared"), 1000 - 40) << i;
+}
+
 TEST(ClusterNodeTest, ForeignAndMalformedPayloadsAreCountedAndIgnored) {
   Sim sim(2, global_rule(10, kUsPerSecond, 10), 0.0, 4);
   ClusterNode& node = *sim.node(0).node;
