@@ -79,6 +79,8 @@ constexpr DurationRange kProbeIntervalRange{10 * kMs, 60 * kSec};
 constexpr DurationRange kProbeTimeoutRange{1 * kMs, 60 * kSec};
 constexpr DurationRange kSuspicionTimeoutRange{10 * kMs, 600 * kSec};
 constexpr DurationRange kDeadRetentionRange{1 * kSec, 7 * kDay};
+constexpr DurationRange kCounterRetentionRange{1 * kSec, 30 * kDay};
+constexpr IntRange kMaxPacketsPerRoundRange{1, 4096};
 constexpr DurationRange kReconnectBackoffRange{1 * kMs, 600 * kSec};
 
 constexpr std::size_t kMaxClusterNameBytes = 64;
@@ -114,7 +116,9 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "max_members",
                                              "reconnect_backoff_min",
                                              "reconnect_backoff_max",
-                                             "max_peer_queue_bytes"};
+                                             "max_peer_queue_bytes",
+                                             "max_packets_per_round",
+                                             "counter_retention"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
 constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
                                           "burst", "algorithm", "override"};
@@ -744,6 +748,10 @@ class Loader {
     read_uint32(cluster, "max_members", prefix, kMaxMembersRange, out.max_members);
     read_uint32(cluster, "max_peer_queue_bytes", prefix, kMaxPeerQueueBytesRange,
                 out.max_peer_queue_bytes);
+    read_uint32(cluster, "max_packets_per_round", prefix, kMaxPacketsPerRoundRange,
+                out.max_packets_per_round);
+    read_cluster_duration(cluster, "counter_retention", prefix, kCounterRetentionRange,
+                          out.counter_retention_us);
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {

@@ -52,6 +52,8 @@ struct ClusterSettings {
   std::int64_t reconnect_backoff_min_us = 50'000;   // mesh
   std::int64_t reconnect_backoff_max_us = 5'000'000;
   std::uint32_t max_peer_queue_bytes = 4 * 1024 * 1024;  // mesh: queued output per peer connection
+  std::uint32_t max_packets_per_round = 16;      // per peer per gossip round; the rest waits
+  std::int64_t counter_retention_us = 60'000'000;  // minimum life of an idle key's counters
 };
 
 struct Config {

@@ -77,6 +77,7 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
                               ? static_cast<std::uint32_t>(s.mtu_bytes - kEnvelopeOverheadBytes)
                               : 0;
   out.anti_entropy_interval_us = s.anti_entropy_interval_us;
+  out.max_packets_per_round = s.max_packets_per_round;
   return out;
 }
 

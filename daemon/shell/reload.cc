@@ -82,6 +82,8 @@ std::vector<std::string> changed_cluster_settings(const config::ClusterSettings&
   check("reconnect_backoff_max_us", running.reconnect_backoff_max_us,
         loaded.reconnect_backoff_max_us);
   check("max_peer_queue_bytes", running.max_peer_queue_bytes, loaded.max_peer_queue_bytes);
+  check("max_packets_per_round", running.max_packets_per_round, loaded.max_packets_per_round);
+  check("counter_retention_us", running.counter_retention_us, loaded.counter_retention_us);
   return changed;
 }
 

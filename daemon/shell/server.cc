@@ -435,6 +435,7 @@ int run_server(ServerOptions options) {
   // A clustered limiter keeps the per-origin counters its peers exchange.
   options.config.daemon.limiter.replicated =
       options.config.cluster.mode != config::ClusterMode::kNone;
+  options.config.daemon.limiter.counter_retention_min_us = options.config.cluster.counter_retention_us;
   asio::io_context io(1);
   Server server(io, std::move(options));
   if (!server.start()) return 1;

@@ -996,6 +996,8 @@ max_members = 100000
 reconnect_backoff_min = "10m"
 reconnect_backoff_max = "10m"
 max_peer_queue_bytes = 1073741824
+max_packets_per_round = 4096
+counter_retention = "30d"
 )");
   ASSERT_TRUE(result.ok()) << all_errors(result);
   const ClusterSettings& c = result.config.cluster;
@@ -1019,6 +1021,8 @@ max_peer_queue_bytes = 1073741824
   EXPECT_EQ(c.reconnect_backoff_min_us, 600 * kSecondUs);
   EXPECT_EQ(c.reconnect_backoff_max_us, 600 * kSecondUs);
   EXPECT_EQ(c.max_peer_queue_bytes, 1024u * 1024 * 1024);
+  EXPECT_EQ(c.max_packets_per_round, 4096u);
+  EXPECT_EQ(c.counter_retention_us, 30 * 86'400 * kSecondUs);
 }
 
 TEST(ClusterConfigTest, LowestValues) {
@@ -1251,6 +1255,8 @@ TEST(ClusterConfigErrorTest, IntegersOutOfRange) {
            Case{"max_members = 100001", "must be at most 100000"},
            Case{"max_peer_queue_bytes = 65535", "must be at least 65536"},
            Case{"max_peer_queue_bytes = 1073741825", "must be at most 1073741824"},
+           Case{"max_packets_per_round = 0", "must be at least 1"},
+           Case{"counter_retention = \"500ms\"", "at least"},
        }) {
     const std::string text = "[cluster]\n" + std::string(c.line) + "\n";
     const std::uint32_t column = static_cast<std::uint32_t>(c.line.find('=') + 3);
