@@ -1,10 +1,15 @@
 // Google Benchmark for the pure core: decisions per second on one hot key and
-// spread over many keys. Run: build/bin/rlimit-core-bench
+// spread over 1M keys (uniform and Zipf), and the cost of merging gossip: one
+// counter entry through Limiter::merge_remote, and a full Counters payload
+// through ClusterNode::on_payload. Run: build/bin/rlimit-core-bench
 #include <benchmark/benchmark.h>
 
+#include <charconv>
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "core/cluster_node.h"
 #include "core/limiter.h"
 #include "core/time.h"
 
@@ -24,6 +29,20 @@ RuleSet per_user_rules() {
   return rules;
 }
 
+// "user-<i>" into `buf`, as a service would build it per request.
+std::string_view user_name(std::uint64_t i, char (&buf)[32]) {
+  std::memcpy(buf, "user-", 5);
+  const auto end = std::to_chars(buf + 5, buf + sizeof(buf), i).ptr;
+  return {buf, static_cast<std::size_t>(end - buf)};
+}
+
+std::uint64_t xorshift(std::uint64_t& x) {
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return x;
+}
+
 void BM_TokenBucketHotKey(benchmark::State& state) {
   Limiter limiter({}, per_user_rules());
   const Descriptor descriptors[] = {{"user", "alice"}};
@@ -37,33 +56,166 @@ void BM_TokenBucketHotKey(benchmark::State& state) {
 }
 BENCHMARK(BM_TokenBucketHotKey);
 
+// Keys drawn uniformly (arg 1 = 0) or by Zipf s=1 (arg 1 = 1, from a table
+// of precomputed ranks) over range(0) keys that all exist already.
 void BM_TokenBucketManyKeys(benchmark::State& state) {
-  const auto key_count = static_cast<std::size_t>(state.range(0));
+  const auto key_count = static_cast<std::uint64_t>(state.range(0));
+  const bool zipf = state.range(1) != 0;
   Limiter limiter({.max_keys = key_count}, per_user_rules());
-  std::vector<std::string> users;
-  users.reserve(key_count);
-  for (std::size_t i = 0; i < key_count; ++i) users.push_back("user-" + std::to_string(i));
   CheckOutput out;
   TimeUs now = 0;
+  char buf[32];
   // Warm: every key exists, so the loop measures lookups, not inserts.
-  for (const std::string& u : users) {
-    const Descriptor d[] = {{"user", u}};
+  for (std::uint64_t i = 0; i < key_count; ++i) {
+    const Descriptor d[] = {{"user", user_name(i, buf)}};
     limiter.check({d, 1, nullptr}, now, out);
   }
-  std::size_t i = 0;
+  std::vector<std::uint32_t> ranks;
+  if (zipf) {
+    // Inverse-CDF table of 64K draws from Zipf(1) over key_count keys.
+    double total = 0;
+    for (std::uint64_t k = 1; k <= key_count; ++k) total += 1.0 / static_cast<double>(k);
+    std::uint64_t x = 0x9e3779b97f4a7c15ull;
+    ranks.resize(1 << 16);
+    for (auto& r : ranks) {
+      double u = static_cast<double>(xorshift(x) >> 11) * 0x1.0p-53 * total;
+      // H(k) ~ ln k + gamma, inverted.
+      std::uint64_t k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::exp(u - 0.5772156649)));
+      k = std::min(k, key_count);
+      r = static_cast<std::uint32_t>(k - 1);
+    }
+  }
   std::uint64_t x = 88172645463325252ull;
+  std::size_t z = 0;
   for (auto _ : state) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    i = x % key_count;
-    const Descriptor d[] = {{"user", users[i]}};
+    const std::uint64_t i =
+        zipf ? ranks[z++ & (ranks.size() - 1)] : xorshift(x) % key_count;
+    const Descriptor d[] = {{"user", user_name(i, buf)}};
     limiter.check({d, 1, nullptr}, ++now, out);
     benchmark::DoNotOptimize(out.allowed);
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_TokenBucketManyKeys)->Arg(1'000'000);
+BENCHMARK(BM_TokenBucketManyKeys)->Args({1'000'000, 0})->Args({1'000'000, 1});
+
+// Real bucket keys: what a replicated limiter records for `count` users.
+std::vector<std::string> bucket_keys(std::uint64_t count) {
+  Limiter limiter({.max_keys = count, .replicated = true}, per_user_rules());
+  limiter.enable_replication("a", 1, 0);
+  CheckOutput out;
+  char buf[32];
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const Descriptor d[] = {{"user", user_name(i, buf)}};
+    limiter.check({d, 1, nullptr}, 0, out);
+  }
+  return limiter.ledger().changed();
+}
+
+// One peer's counter entry that raises what we knew: ledger max-merge plus
+// charging the bucket, over range(0) keys.
+void BM_MergeRemote(benchmark::State& state) {
+  const auto key_count = static_cast<std::uint64_t>(state.range(0));
+  const std::vector<std::string> keys = bucket_keys(key_count);
+  Limiter limiter({.max_keys = key_count, .replicated = true}, per_user_rules());
+  limiter.enable_replication("b", 1, 0);
+  std::uint64_t i = 0, round = 1;
+  TimeUs now = 0;
+  for (auto _ : state) {
+    const std::uint64_t increase = limiter.merge_remote(keys[i], "a", 7, round, ++now);
+    benchmark::DoNotOptimize(increase);
+    if (++i == keys.size()) {
+      i = 0;
+      ++round;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MergeRemote)->Arg(1000)->Arg(1'000'000);
+
+// A full Counters payload (as a real node packs it, up to the MTU) through
+// ClusterNode::on_payload: decode, membership, and every entry merged. Items
+// are counter entries; each payload carries news. A round's last payload may
+// be part-full: entries_per_payload says how full they were on average.
+void BM_OnPayloadFullCounters(benchmark::State& state) {
+  constexpr std::uint64_t kKeys = 10'000;
+  const RuleSet rules = per_user_rules();
+  const auto make = [&](const std::string& id, const std::string& address) {
+    ClusterOptions options;
+    options.cluster_name = "bench";
+    options.membership.node_id = id;
+    options.membership.address = address;
+    options.membership.incarnation = 1;
+    options.membership.seeds = {"10.0.0.1:7946"};
+    return options;
+  };
+  Limiter limiter_a({.max_keys = kKeys, .replicated = true}, rules);
+  Limiter limiter_b({.max_keys = kKeys, .replicated = true}, rules);
+  ClusterNode a(make("a", "10.0.0.2:7946"), limiter_a, 1);
+  ClusterNode b(make("b", "10.0.0.1:7946"), limiter_b, 2);
+  TimeUs now = 0;
+  a.start(now);
+  b.start(now);
+  // Let them meet.
+  for (int i = 0; i < 50; ++i) {
+    now += 5000;
+    a.tick(now);
+    b.tick(now);
+    for (OutPacket& p : a.outbox()) b.on_payload(p.payload, now);
+    for (OutPacket& p : b.outbox()) a.on_payload(p.payload, now);
+    a.outbox().clear();
+    b.outbox().clear();
+  }
+  // Payloads a sends after consuming from every key once more.
+  std::uint64_t next_user = 0;
+  const auto produce = [&] {
+    std::vector<std::string> payloads;
+    CheckOutput out;
+    char buf[32];
+    for (int n = 0; n < 400; ++n) {
+      const Descriptor d[] = {{"user", user_name(next_user++ % kKeys, buf)}};
+      limiter_a.check({d, 1, nullptr}, now, out);
+    }
+    now += 20'000;
+    a.tick(now);
+    b.tick(now);
+    // Counters are kept for the timed loop; membership traffic is delivered
+    // here, so both stay alive to each other.
+    for (OutPacket& p : a.outbox()) {
+      peer::v1::PeerMessage m;
+      if (m.ParseFromString(p.payload) && m.has_counters() && m.counters().entries_size() > 0) {
+        payloads.push_back(std::move(p.payload));
+      } else {
+        b.on_payload(p.payload, now);
+      }
+    }
+    for (OutPacket& p : b.outbox()) a.on_payload(p.payload, now);
+    a.outbox().clear();
+    b.outbox().clear();
+    return payloads;
+  };
+  std::vector<std::string> payloads = produce();
+  std::size_t at = 0;
+  std::uint64_t entries = 0, bytes = 0;
+  for (auto _ : state) {
+    if (at == payloads.size()) {
+      state.PauseTiming();
+      payloads = produce();
+      at = 0;
+      state.ResumeTiming();
+      if (payloads.empty()) break;
+    }
+    const std::uint64_t before = b.stats().entries_received;
+    b.on_payload(payloads[at], now);
+    entries += b.stats().entries_received - before;
+    bytes += payloads[at].size();
+    ++at;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(entries));
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["entries_per_payload"] =
+      benchmark::Counter(static_cast<double>(entries) / static_cast<double>(state.iterations()));
+}
+BENCHMARK(BM_OnPayloadFullCounters);
 
 }  // namespace
 }  // namespace rlimit::core

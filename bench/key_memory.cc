@@ -56,12 +56,13 @@ int main(int argc, char** argv) {
   }
   const std::size_t heap_after = mallinfo2().uordblks;
   const long rss_after = rss_kib();
-  // The key's own bytes: 5-byte header + 4-byte length + the value.
-  const std::size_t key_bytes = 5 + 4 + value_bytes;
+  // The key's own bytes: 9-byte header (rule fingerprint, override) + 4-byte
+  // length + the value.
+  const std::size_t key_bytes = 9 + 4 + value_bytes;
   const double heap_per_key = static_cast<double>(heap_after - heap_before) / static_cast<double>(keys);
   const double rss_per_key = (rss_after - rss_before) * 1024.0 / static_cast<double>(keys);
   std::printf("keys held            %zu\n", limiter.key_count());
-  std::printf("key bytes            %zu (rule header 5 + length 4 + value %zu)\n", key_bytes, value_bytes);
+  std::printf("key bytes            %zu (rule header 9 + length 4 + value %zu)\n", key_bytes, value_bytes);
   std::printf("heap per key         %.1f bytes\n", heap_per_key);
   std::printf("heap per key beyond  %.1f bytes (overhead beyond the key's own bytes)\n",
               heap_per_key - static_cast<double>(key_bytes));

@@ -1,227 +1,191 @@
-// rlimit-bench: load through libclient against a running rlimitd, with the raw
-// Unix-socket round trip measured in the same run as the floor.
+// rlimit-bench: load through libclient against a running rlimitd, side by side
+// with the raw Unix-socket round trip (the floor) and, with --redis, with
+// Redis doing the same checks, all in one run.
 //
-//   rlimit-bench --socket PATH [--mode sync|pipelined] [--clients N]
-//                [--depth D] [--keys K] [--seconds S] [--json]
+//   rlimit-bench --socket PATH [--mode sync|pipelined] [--clients N] [--depth D]
+//                [--batch B] [--keys K] [--skew uniform|zipf|sequential]
+//                [--zipf-s S] [--seconds S] [--rate R] [--redis HOST:PORT]
+//                [--fill] [--daemon-pid PID] [--json]
 //
-// sync: each client thread sends one check and waits for the answer.
-// pipelined: each client keeps D checks in flight (submit/receive).
-// The floor: two processes ping-pong a message of a check's size over a Unix
-// socketpair, one at a time, for the same duration.
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// sync: each client thread sends a request and waits for its answer (closed
+// loop); pipelined: each keeps D requests in flight. A request carries B
+// checks (one frame; with Redis, B pipelined commands). Latency is per
+// request, from send to answer, in a log-linear histogram (0.8 % buckets).
+// Sync runs also measure the floor: a forked child answering a
+// check-sized message over a socketpair, one round trip at a time.
+// --fill first drives every key once (batches of 1000) and, with
+// --daemon-pid, reports the daemon's VmRSS growth per key.
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "load/driver.h"
+#include "load/floor_target.h"
+#include "load/report.h"
+#include "load/rlimit_target.h"
 #include "rlimit/client.h"
+#ifdef RLIMIT_BENCH_HAVE_HIREDIS
+#include "load/redis_target.h"
+#endif
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using namespace rlimit::bench;
 
-struct Percentiles {
-  double p50_us = 0, p99_us = 0, p999_us = 0;
-};
-
-Percentiles percentiles(std::vector<std::uint32_t>& samples_ns) {
-  Percentiles p;
-  if (samples_ns.empty()) return p;
-  std::sort(samples_ns.begin(), samples_ns.end());
-  auto at = [&](double q) {
-    const auto i = static_cast<std::size_t>(q * static_cast<double>(samples_ns.size() - 1));
-    return samples_ns[i] / 1000.0;
-  };
-  p.p50_us = at(0.50);
-  p.p99_us = at(0.99);
-  p.p999_us = at(0.999);
-  return p;
+long rss_kib(long pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
 }
 
-struct Result {
-  std::string name;
-  std::uint64_t operations = 0;
-  double seconds = 0;
-  Percentiles latency;
-  std::uint64_t allowed = 0;
-  std::uint64_t unavailable = 0;
-  double rate() const { return seconds > 0 ? static_cast<double>(operations) / seconds : 0; }
-};
-
-// Ping-pong `message_bytes` over a socketpair between this process and a
-// child for `seconds`: the floor any Unix-socket request/response pays.
-Result measure_floor(double seconds, std::size_t message_bytes) {
-  Result r;
-  r.name = "raw unix socket round trip";
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return r;
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    std::vector<char> buf(message_bytes);
-    for (;;) {
-      std::size_t got = 0;
-      while (got < message_bytes) {
-        const ssize_t n = ::read(fds[1], buf.data() + got, message_bytes - got);
-        if (n <= 0) ::_exit(0);
-        got += static_cast<std::size_t>(n);
+// Drives keys 0..keys-1 through the daemon once each; returns the daemon's
+// key count afterwards (0 if unknown), or -1 when the daemon failed.
+long long fill(const std::string& socket, std::uint64_t keys, bool quiet) {
+  rlimit::ClientOptions options;
+  options.socket_path = socket;
+  options.timeout_ms = 10'000;
+  rlimit::Client client(options);
+  constexpr std::uint64_t kBatch = 1000;  // under the default max_checks_per_frame
+  std::vector<rlimit::CheckRequest> batch;
+  std::uint64_t next_report = keys / 10;
+  for (std::uint64_t first = 0; first < keys; first += kBatch) {
+    const std::uint64_t n = std::min(kBatch, keys - first);
+    batch.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (batch[i].descriptors.size() != 1) batch[i].descriptors = {{"user", ""}};
+      key_name(first + i, batch[i].descriptors[0].value);
+    }
+    for (const rlimit::Decision& d : client.check_batch(batch)) {
+      if (d.status == rlimit::DecisionStatus::kUnavailable ||
+          d.status == rlimit::DecisionStatus::kProtocolError) {
+        std::fprintf(stderr, "fill: %s\n", d.error.c_str());
+        return -1;
       }
-      if (::write(fds[1], buf.data(), message_bytes) != static_cast<ssize_t>(message_bytes)) ::_exit(0);
+    }
+    if (!quiet && first + n >= next_report && keys >= 100'000) {
+      std::fprintf(stderr, "  fill: %llu of %llu keys\n",
+                   static_cast<unsigned long long>(first + n), static_cast<unsigned long long>(keys));
+      next_report += keys / 10;
     }
   }
-  ::close(fds[1]);
-  std::vector<char> buf(message_bytes, 'x');
-  std::vector<std::uint32_t> samples;
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  const auto start = Clock::now();
-  while (Clock::now() < end) {
-    const auto t0 = Clock::now();
-    if (::write(fds[0], buf.data(), message_bytes) != static_cast<ssize_t>(message_bytes)) break;
-    std::size_t got = 0;
-    while (got < message_bytes) {
-      const ssize_t n = ::read(fds[0], buf.data() + got, message_bytes - got);
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    samples.push_back(static_cast<std::uint32_t>((Clock::now() - t0).count()));
-  }
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  r.operations = samples.size();
-  r.latency = percentiles(samples);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return r;
-}
-
-Result measure_daemon(const std::string& socket, const std::string& mode, int clients, int depth,
-                      std::size_t keys, double seconds) {
-  Result r;
-  r.name = mode == "sync" ? "rlimitd check, synchronous" : "rlimitd check, pipelined";
-  std::vector<std::vector<std::uint32_t>> samples(static_cast<std::size_t>(clients));
-  std::atomic<std::uint64_t> allowed{0}, unavailable{0}, operations{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  Clock::time_point end;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      rlimit::ClientOptions options;
-      options.socket_path = socket;
-      options.timeout_ms = 1000;
-      rlimit::Client client(options);
-      std::vector<rlimit::CheckRequest> requests(std::min<std::size_t>(keys, 4096));
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        requests[i].descriptors = {{"user", "bench-" + std::to_string((i * 7919 + c) % keys)}};
-      }
-      client.check(requests[0]);  // connect before the clock starts
-      while (!go.load()) std::this_thread::yield();
-      auto& mine = samples[static_cast<std::size_t>(c)];
-      std::uint64_t ok = 0, down = 0, ops = 0;
-      std::size_t next = 0;
-      if (mode == "sync") {
-        while (Clock::now() < end) {
-          const auto t0 = Clock::now();
-          const rlimit::Decision d = client.check(requests[next++ % requests.size()]);
-          mine.push_back(static_cast<std::uint32_t>((Clock::now() - t0).count()));
-          ok += d.allowed;
-          down += d.status == rlimit::DecisionStatus::kUnavailable;
-          ++ops;
-        }
-      } else {
-        std::vector<Clock::time_point> sent;
-        std::size_t head = 0;
-        while (Clock::now() < end) {
-          while (client.pending() < static_cast<std::size_t>(depth)) {
-            client.submit(requests[next++ % requests.size()]);
-            sent.push_back(Clock::now());
-          }
-          const auto [ticket, d] = client.receive();
-          mine.push_back(static_cast<std::uint32_t>((Clock::now() - sent[head++]).count()));
-          ok += d.allowed;
-          down += d.status == rlimit::DecisionStatus::kUnavailable;
-          ++ops;
-        }
-        while (client.pending() > 0) client.receive();
-      }
-      allowed += ok;
-      unavailable += down;
-      operations += ops;
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const auto start = Clock::now();
-  end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  go.store(true);
-  for (auto& t : threads) t.join();
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  std::vector<std::uint32_t> all;
-  for (auto& s : samples) all.insert(all.end(), s.begin(), s.end());
-  r.latency = percentiles(all);
-  r.operations = operations.load();
-  r.allowed = allowed.load();
-  r.unavailable = unavailable.load();
-  return r;
+  const auto status = client.status();
+  return status ? static_cast<long long>(status->keys) : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlimit-bench: rlimitd throughput and latency through libclient"};
+  CLI::App app{"rlimit-bench: rlimitd throughput and latency through libclient, next to the raw "
+               "socket floor and Redis"};
+  Workload w;
   std::string socket;
   std::string mode = "sync";
-  int clients = 1;
-  int depth = 32;
-  std::size_t keys = 1000;
-  double seconds = 3;
-  bool json = false;
+  std::string skew = "uniform";
+  std::string redis;
+  LimitSpec limit;
+  bool json = false, no_floor = false, do_fill = false, quiet = false, progress_flag = false;
+  long daemon_pid = 0;
   app.add_option("--socket", socket, "rlimitd socket path")->required();
-  app.add_option("--mode", mode, "sync or pipelined")->check(CLI::IsMember({"sync", "pipelined"}));
-  app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 256));
-  app.add_option("--depth", depth, "checks in flight per client (pipelined)")->check(CLI::Range(1, 4096));
-  app.add_option("--keys", keys, "distinct user keys")->check(CLI::Range(1, 100'000'000));
-  app.add_option("--seconds", seconds, "duration of each measurement")->check(CLI::Range(0.1, 600.0));
+  app.add_option("--mode", mode, "sync (closed loop) or pipelined")
+      ->check(CLI::IsMember({"sync", "pipelined"}));
+  app.add_option("--clients", w.clients, "client threads")->check(CLI::Range(1, 256));
+  app.add_option("--depth", w.depth, "requests in flight per client (pipelined)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--batch", w.batch, "checks per request (one frame)")->check(CLI::Range(1, 1024));
+  app.add_option("--keys", w.keys, "distinct keys (user=bench-N)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--skew", skew, "key popularity: uniform, zipf or sequential")
+      ->check(CLI::IsMember({"uniform", "zipf", "sequential"}));
+  app.add_option("--zipf-s", w.zipf_s, "Zipf exponent (with --skew zipf)")
+      ->check(CLI::Range(0.01, 10.0));
+  app.add_option("--seconds", w.seconds, "duration of each measurement (0: --fill only)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--rate", w.rate, "sync: pace all clients together at this many checks/s");
+  app.add_option("--seed", w.seed, "key sequence seed");
+  app.add_option("--redis", redis, "also measure Redis at HOST:PORT (Lua, INCR+EXPIRE, INCR)");
+  app.add_option("--limit", limit.limit, "Redis: tokens per period (match rlimitd's rule)");
+  app.add_option("--period-ms", limit.period_ms, "Redis: the period")->check(CLI::Range(1, 86'400'000));
+  app.add_option("--burst", limit.burst, "Redis: bucket capacity");
+  app.add_flag("--no-floor", no_floor, "sync: skip the raw socket floor");
+  app.add_flag("--fill", do_fill, "first drive every key through rlimitd once");
+  app.add_option("--daemon-pid", daemon_pid, "with --fill: report this rlimitd's VmRSS per key");
   app.add_flag("--json", json, "print JSON instead of a table");
+  app.add_flag("--progress", progress_flag, "a progress line a second (default on runs >= 5 s)");
+  app.add_flag("--quiet", quiet, "no progress output");
   CLI11_PARSE(app, argc, argv);
+  w.mode = mode == "sync" ? Mode::kSync : Mode::kPipelined;
+  parse_skew(skew, w.skew);
+  if (w.mode == Mode::kSync) w.depth = 1;
 
-  // A check for user=bench-N is about 30 bytes framed; the reply about 40.
-  std::fprintf(stderr, "measuring the raw socket floor for %.1f s...\n", seconds);
-  const Result floor = measure_floor(seconds, 36);
-  std::fprintf(stderr, "measuring rlimitd (%s, %d clients) for %.1f s...\n", mode.c_str(), clients, seconds);
-  const Result daemon = measure_daemon(socket, mode, clients, depth, keys, seconds);
+  const Machine machine = describe_machine();
+  Memory memory;
+  if (do_fill) {
+    const long before = daemon_pid > 0 ? rss_kib(daemon_pid) : 0;
+    if (!quiet) std::fprintf(stderr, "filling rlimitd with %llu keys...\n",
+                             static_cast<unsigned long long>(w.keys));
+    const long long held = fill(socket, w.keys, quiet);
+    if (held < 0) return 1;
+    if (daemon_pid > 0) {
+      memory.measured = true;
+      memory.keys = w.keys;
+      memory.keys_held = static_cast<std::uint64_t>(held);
+      memory.rss_before_kib = before;
+      memory.rss_after_kib = rss_kib(daemon_pid);
+    }
+  }
+
+  std::vector<Result> results;
+  results.reserve(5);
+  Rows rows;
+  if (w.seconds > 0) {
+    const auto measure = [&](const std::string& name, const TargetFactory& make) -> const Result* {
+      Progress progress{.enabled = !quiet && (progress_flag || w.seconds >= 5), .label = name};
+      if (!quiet) std::fprintf(stderr, "measuring %s for %.1f s...\n", name.c_str(), w.seconds);
+      results.push_back(run_workload(name, make, w, progress));
+      return &results.back();
+    };
+    if (!no_floor && w.mode == Mode::kSync) {
+      // The floor is a round trip, one at a time: what a synchronous check
+      // cannot beat. (Pipelined runs are compared on throughput instead.)
+      const auto batch = static_cast<std::size_t>(w.batch);
+      rows.floor = measure("raw unix socket round trip", [batch](int) {
+        return make_floor_target(kFloorRequestBytes * batch, kFloorReplyBytes * batch);
+      });
+    }
+    rows.rlimitd = measure(w.mode == Mode::kSync ? "rlimitd check, synchronous"
+                                                 : "rlimitd check, pipelined",
+                           [&socket](int) { return make_rlimit_target(socket); });
+    if (!redis.empty()) {
+#ifdef RLIMIT_BENCH_HAVE_HIREDIS
+      const auto colon = redis.rfind(':');
+      const std::string host = colon == std::string::npos ? "127.0.0.1" : redis.substr(0, colon);
+      const int port = std::stoi(colon == std::string::npos ? redis : redis.substr(colon + 1));
+      const auto redis_row = [&](RedisKind kind) {
+        return measure(redis_kind_label(kind), [=](int) {
+          return make_redis_target(host, port, kind, limit);
+        });
+      };
+      rows.redis_lua = redis_row(RedisKind::kLuaTokenBucket);
+      rows.redis_incr_expire = redis_row(RedisKind::kIncrExpire);
+      rows.redis_incr = redis_row(RedisKind::kIncr);
+#else
+      std::fprintf(stderr, "--redis: this rlimit-bench was built without hiredis\n");
+      return 2;
+#endif
+    }
+  }
 
   if (json) {
-    auto row = [](const Result& r) {
-      std::printf("{\"name\": \"%s\", \"operations\": %llu, \"seconds\": %.3f, \"per_second\": %.0f, "
-                  "\"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f}",
-                  r.name.c_str(), static_cast<unsigned long long>(r.operations), r.seconds, r.rate(),
-                  r.latency.p50_us, r.latency.p99_us, r.latency.p999_us);
-    };
-    std::printf("{\"mode\": \"%s\", \"clients\": %d, \"depth\": %d, \"keys\": %zu, \"floor\": ", mode.c_str(),
-                clients, mode == "sync" ? 1 : depth, keys);
-    row(floor);
-    std::printf(", \"daemon\": ");
-    row(daemon);
-    std::printf(", \"unavailable\": %llu, \"p50_ratio\": %.2f, \"p99_ratio\": %.2f}\n",
-                static_cast<unsigned long long>(daemon.unavailable),
-                daemon.latency.p50_us / std::max(floor.latency.p50_us, 1e-9),
-                daemon.latency.p99_us / std::max(floor.latency.p99_us, 1e-9));
-    return 0;
+    print_json(machine, w, results, rows, memory);
+  } else {
+    print_table(w, results, rows, memory);
   }
-  std::printf("%-34s %12s %10s %10s %10s\n", "measurement", "ops/s", "p50 us", "p99 us", "p99.9 us");
-  for (const Result* r : {&floor, &daemon}) {
-    std::printf("%-34s %12.0f %10.2f %10.2f %10.2f\n", r->name.c_str(), r->rate(), r->latency.p50_us,
-                r->latency.p99_us, r->latency.p999_us);
+  for (const Result& r : results) {
+    if (!r.error.empty()) return 1;
   }
-  std::printf("ratio daemon/floor: p50 %.2fx, p99 %.2fx   (unavailable answers: %llu)\n",
-              daemon.latency.p50_us / std::max(floor.latency.p50_us, 1e-9),
-              daemon.latency.p99_us / std::max(floor.latency.p99_us, 1e-9),
-              static_cast<unsigned long long>(daemon.unavailable));
   return 0;
 }

@@ -11,6 +11,7 @@ packages=(
   libboost1.81-dev libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libbenchmark-dev libssl-dev
+  redis-server libhiredis-dev
 )
 missing=()
 for p in "${packages[@]}"; do
