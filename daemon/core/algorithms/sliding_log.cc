@@ -1,0 +1,143 @@
+#include "core/algorithms/sliding_log.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace rlimit::core::algorithms {
+namespace {
+
+using detail::i128;
+
+constexpr std::int64_t kMaxUnits = std::int64_t{1} << 62;
+
+// The first entry still in the window at `now`: at_us > now - period.
+std::vector<SlidingLog::Entry>::const_iterator first_live(const SlidingLog::State& state,
+                                                          const SlidingLog::Params& params,
+                                                          TimeUs now) {
+  const TimeUs horizon = now - params.period_us;
+  return std::upper_bound(
+      state.entries.begin(), state.entries.end(), horizon,
+      [](TimeUs h, const SlidingLog::Entry& e) { return h < e.at_us; });
+}
+
+// Units from `live` on: the total minus the expired prefix.
+std::int64_t units_from(const SlidingLog::State& state,
+                        std::vector<SlidingLog::Entry>::const_iterator live) {
+  std::int64_t units = state.total;
+  for (auto it = state.entries.begin(); it != live; ++it) units -= it->units;
+  return units;
+}
+
+// Merges the neighbouring pair whose merge over-counts least: entry i moves
+// onto entry i + 1's (later) timestamp.
+void coalesce_once(std::vector<SlidingLog::Entry>& entries) {
+  assert(entries.size() >= 2);
+  std::size_t best = 0;
+  i128 best_cost = -1;
+  for (std::size_t i = 0; i + 1 < entries.size(); ++i) {
+    const i128 cost =
+        static_cast<i128>(entries[i].units) * (entries[i + 1].at_us - entries[i].at_us);
+    if (best_cost < 0 || cost < best_cost) {
+      best = i;
+      best_cost = cost;
+    }
+  }
+  entries[best + 1].units += entries[best].units;  // the total bounds the sum
+  entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(best));
+}
+
+// Drops entries that left the window at `now`.
+void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs now) {
+  const auto live = first_live(state, params, now);
+  for (auto it = state.entries.cbegin(); it != live; ++it) state.total -= it->units;
+  state.entries.erase(state.entries.cbegin(), live);
+}
+
+void log_units(SlidingLog::State& state, const SlidingLog::Params& params, std::int64_t units,
+               TimeUs now) {
+  expire(state, params, now);
+  units = std::min(units, kMaxUnits - state.total);  // only absurd debts reach this
+  if (units <= 0) return;
+  state.total += units;
+  if (!state.entries.empty() && state.entries.back().at_us >= now) {
+    // Same microsecond, or the clock went back: stamp with the newest time.
+    state.entries.back().units += units;
+    return;
+  }
+  state.entries.push_back({now, units});
+  while (static_cast<std::int64_t>(state.entries.size()) > params.max_entries) {
+    coalesce_once(state.entries);
+  }
+}
+
+}  // namespace
+
+const char* SlidingLog::validate(const Params& params) {
+  if (params.limit < 1) return "limit must be at least 1";
+  if (params.limit > kMaxCost) return "limit too large (at most 2^50)";
+  if (params.period_us < 1) return "period must be positive";
+  if (params.period_us > kMaxPeriod) return "period too long (at most 100 years)";
+  if (params.max_entries < 1) return "max_entries must be at least 1";
+  if (params.max_entries > kMaxEntriesBound) return "max_entries too large (at most 65536)";
+  return nullptr;
+}
+
+SlidingLog::State SlidingLog::fresh(const Params& params, TimeUs now) {
+  assert(validate(params) == nullptr);
+  return State{};
+}
+
+std::int64_t SlidingLog::units_in_window(const State& state, const Params& params, TimeUs now) {
+  return units_from(state, first_live(state, params, now));
+}
+
+Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int64_t cost,
+                             TimeUs now) {
+  assert(cost >= 0 && cost <= kMaxCost);
+  const auto live = first_live(state, params, now);
+  const i128 in_window = units_from(state, live);
+  const i128 wanted = in_window + cost;
+
+  Verdict v;
+  v.limit = params.limit;
+  v.allowed = wanted <= params.limit;
+  v.remaining = detail::non_negative(params.limit - (v.allowed ? wanted : in_window));
+  TimeUs newest = live == state.entries.end() ? now - params.period_us : state.entries.back().at_us;
+  if (v.allowed && cost > 0) newest = std::max(newest, now);
+  v.reset_after_us = detail::non_negative(static_cast<i128>(newest) + params.period_us - now);
+  if (!v.allowed) {
+    v.excess = detail::non_negative(wanted - params.limit);
+    if (cost > params.limit) {
+      v.retry_after_us = -1;
+    } else {
+      // Expire the oldest entries until the cost fits.
+      i128 left = in_window;
+      auto it = live;
+      while (left + cost > params.limit) {
+        assert(it != state.entries.end());
+        left -= it->units;
+        ++it;
+      }
+      v.retry_after_us =
+          detail::non_negative(static_cast<i128>((it - 1)->at_us) + params.period_us - now);
+    }
+  }
+  return v;
+}
+
+Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
+  assert(cost >= 0 && cost <= kMaxCost);
+  log_units(state, params, cost, now);
+  return kNoTicket;
+}
+
+void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t amount,
+                               TimeUs now) {
+  log_units(state, params, amount, now);
+}
+
+bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {
+  return first_live(state, params, now) == state.entries.end();
+}
+
+}  // namespace rlimit::core::algorithms

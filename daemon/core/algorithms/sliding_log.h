@@ -1,0 +1,73 @@
+// The sliding log: an exact rolling limit from per-request timestamps. At
+// most `limit` units in any span of `period_us`: a request at `now` is
+// admitted iff the units logged in (now - period_us, now] plus its cost fit.
+// Only admitted requests are logged (denied ones do not lock a caller out).
+//
+// The log is bounded: at most `max_entries` entries per key (requests at the
+// same microsecond share one). When admitting would exceed the bound, two
+// neighbouring entries are coalesced: the older is moved forward onto the
+// newer's timestamp, choosing the pair that costs least (units moved times the
+// distance moved). Moving units later only makes them expire later, so the
+// log then over-counts, never under-counts: the limit stays conservative, at
+// worst by denying early. A single node in hard mode never holds more than
+// `limit` entries in the window, so max_entries >= limit keeps it exact.
+//
+// State is a vector of 16-byte entries and their total, not a small POD: plan
+// for 32 + 16 * max_entries bytes per busy key. A decision costs a binary
+// search plus the entries expired since the last commit; a denial's
+// retry_after walks the oldest entries.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/algorithms/algorithm.h"
+
+namespace rlimit::core::algorithms {
+
+struct SlidingLog {
+  // Largest max_entries a rule may configure.
+  static constexpr std::int64_t kMaxEntriesBound = 1 << 16;
+
+  struct Params {
+    std::int64_t limit = 0;        // units per rolling window, >= 1
+    std::int64_t period_us = 0;    // window length, > 0
+    std::int64_t max_entries = 0;  // log bound per key, in [1, kMaxEntriesBound]
+
+    friend bool operator==(const Params&, const Params&) = default;
+  };
+  struct Entry {
+    TimeUs at_us = 0;
+    std::int64_t units = 0;
+
+    friend bool operator==(const Entry&, const Entry&) = default;
+  };
+  struct State {
+    // Oldest first, strictly increasing at_us. May hold expired entries until
+    // the next commit.
+    std::vector<Entry> entries;
+    std::int64_t total = 0;  // units in `entries`, at most 2^62
+  };
+  static constexpr Replication kReplication = Replication::kApproximate;
+
+  static const char* validate(const Params& params);
+  static State fresh(const Params& params, TimeUs now);
+  // remaining = limit - units in the window (after the request when
+  // admitted); retry_after = when enough of the oldest entries expire;
+  // reset_after = when the newest entry expires.
+  static Verdict evaluate(const State& state, const Params& params, std::int64_t cost, TimeUs now);
+  // Logs `cost` at now (at the newest entry's time if the clock went back,
+  // so the log stays sorted and conservative) and drops expired entries.
+  static Ticket commit(State& state, const Params& params, std::int64_t cost, TimeUs now);
+  // Logs remote consumption at the time it is learned.
+  static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);
+  static bool is_idle(const State& state, const Params& params, TimeUs now);
+
+  // Units logged in (now - period_us, now] (entries the clock has not reached
+  // yet count too).
+  static std::int64_t units_in_window(const State& state, const Params& params, TimeUs now);
+};
+
+static_assert(Algorithm<SlidingLog>);
+
+}  // namespace rlimit::core::algorithms

@@ -1,0 +1,129 @@
+#include "core/algorithms/sliding_window.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace rlimit::core::algorithms {
+namespace {
+
+using detail::i128;
+
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
+
+std::int64_t window_of(TimeUs now, std::int64_t period_us) {
+  return static_cast<std::int64_t>(detail::floor_div(now, period_us));
+}
+
+// Rolls (previous, current) forward by `windows` >= 1 edges: each edge moves
+// current into previous, at most `limit` of it, and carries the rest.
+void roll(i128& previous, i128& current, i128 windows, std::int64_t limit) {
+  previous = std::min<i128>(limit, std::max<i128>(0, current - (windows - 1) * limit));
+  current = std::max<i128>(0, current - windows * limit);
+}
+
+// The first time at or after `window`'s start + `from` (an offset into it)
+// when a request of `cost` <= limit fits.
+i128 earliest_fit(i128 previous, i128 current, i128 window, i128 from, std::int64_t cost,
+                  const SlidingWindow::Params& params) {
+  const std::int64_t limit = params.limit;
+  const i128 period = params.period_us;
+  if (current + cost > limit) {
+    // Skip the windows whose current count alone leaves no room.
+    const i128 skip = detail::ceil_div(current + cost - limit, limit);
+    roll(previous, current, skip, limit);
+    window += skip;
+    from = 0;
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (current + cost <= limit) {
+      // previous * (P - e) <= (limit - current - cost) * P
+      const i128 room = (limit - current - cost) * period;
+      const i128 first = previous == 0 ? 0 : period - room / previous;
+      const i128 offset = std::max(first, from);
+      if (offset < period) return window * period + offset;
+    }
+    roll(previous, current, 1, limit);
+    ++window;
+    from = 0;
+  }
+  assert(false && "a cost <= limit fits within three windows after the skip");
+  return window * period;
+}
+
+}  // namespace
+
+const char* SlidingWindow::validate(const Params& params) {
+  if (params.limit < 1) return "limit must be at least 1";
+  if (params.limit > kMaxCost) return "limit too large (at most 2^50)";
+  if (params.period_us < 1) return "period must be positive";
+  if (params.period_us > kMaxPeriod) return "period too long (at most 100 years)";
+  return nullptr;
+}
+
+SlidingWindow::State SlidingWindow::fresh(const Params& params, TimeUs now) {
+  assert(validate(params) == nullptr);
+  return State{window_of(now, params.period_us), 0, 0};
+}
+
+SlidingWindow::State SlidingWindow::at(const State& state, const Params& params, TimeUs now) {
+  const std::int64_t window = window_of(now, params.period_us);
+  if (window <= state.window) return state;
+  i128 previous = state.previous;
+  i128 current = state.current;
+  roll(previous, current, static_cast<i128>(window) - state.window, params.limit);
+  return State{window, static_cast<std::int64_t>(previous), static_cast<std::int64_t>(current)};
+}
+
+Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::int64_t cost,
+                                TimeUs now) {
+  assert(cost >= 0 && cost <= kMaxCost);
+  const State s = at(state, params, now);
+  const i128 period = params.period_us;
+  const i128 start = static_cast<i128>(s.window) * period;
+  const i128 offset = std::max<i128>(0, now - start);  // 0 when the clock is behind the window
+  // Everything scaled by P: estimate * P = previous * (P - e) + current * P.
+  const i128 estimate = static_cast<i128>(s.previous) * (period - offset) + s.current * period;
+  const i128 capacity = static_cast<i128>(params.limit) * period;
+  const i128 wanted = estimate + cost * period;
+
+  Verdict v;
+  v.limit = params.limit;
+  v.allowed = wanted <= capacity;
+  const i128 held = v.allowed ? wanted : estimate;
+  v.remaining = detail::non_negative(detail::floor_div(capacity - held, period));
+  const i128 current = static_cast<i128>(s.current) + (v.allowed ? cost : 0);
+  if (current == 0) {
+    v.reset_after_us = s.previous == 0 ? 0 : detail::non_negative(start + period - now);
+  } else {
+    const i128 windows = detail::ceil_div(current, params.limit) + 1;
+    v.reset_after_us = detail::non_negative(start + windows * period - now);
+  }
+  if (!v.allowed) {
+    v.excess = detail::non_negative(detail::ceil_div(wanted - capacity, period));
+    v.retry_after_us = cost > params.limit
+                           ? -1
+                           : detail::non_negative(earliest_fit(s.previous, s.current, s.window,
+                                                               offset, cost, params) -
+                                                  now);
+  }
+  return v;
+}
+
+Ticket SlidingWindow::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
+  assert(cost >= 0 && cost <= kMaxCost);
+  state = at(state, params, now);
+  state.current = std::min(state.current + cost, kMaxCount);
+  return kNoTicket;
+}
+
+void SlidingWindow::charge_remote(State& state, const Params& params, std::int64_t amount,
+                                  TimeUs now) {
+  commit(state, params, amount, now);
+}
+
+bool SlidingWindow::is_idle(const State& state, const Params& params, TimeUs now) {
+  const State s = at(state, params, now);
+  return s.previous == 0 && s.current == 0;
+}
+
+}  // namespace rlimit::core::algorithms
