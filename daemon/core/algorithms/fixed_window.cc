@@ -38,6 +38,8 @@ FixedWindow::State FixedWindow::fresh(const Params& params, TimeUs now) {
 
 FixedWindow::State FixedWindow::at(const State& state, const Params& params, TimeUs now) {
   const std::int64_t window = window_of(now, params.period_us);
+  // An empty count holds nothing to protect: follow the clock even back.
+  if (state.count == 0) return State{window, 0};
   if (window <= state.window) return state;  // same window, or the clock went back
   const i128 repaid = static_cast<i128>(window - state.window) * params.limit;
   return State{window, static_cast<std::int64_t>(std::max<i128>(0, state.count - repaid))};

@@ -12,7 +12,7 @@
 // overspent one window under-spends the next by as much. A single node in
 // hard mode never exceeds the limit, so it behaves as the textbook counter.
 // A clock that steps back into an earlier window keeps counting in the later
-// one: nothing is reset.
+// one: nothing is reset (an empty count simply follows the clock).
 #pragma once
 
 #include <cstdint>
@@ -45,7 +45,7 @@ struct FixedWindow {
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 
   // The state as seen at `now`: rolled into now's window (with carry), or left
-  // in its own window when the clock is behind it.
+  // in its own window when the clock is behind it and the count is not 0.
   static State at(const State& state, const Params& params, TimeUs now);
 };
 

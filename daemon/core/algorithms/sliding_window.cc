@@ -67,6 +67,8 @@ SlidingWindow::State SlidingWindow::fresh(const Params& params, TimeUs now) {
 
 SlidingWindow::State SlidingWindow::at(const State& state, const Params& params, TimeUs now) {
   const std::int64_t window = window_of(now, params.period_us);
+  // Empty counts hold nothing to protect: follow the clock even back.
+  if (state.previous == 0 && state.current == 0) return State{window, 0, 0};
   if (window <= state.window) return state;
   i128 previous = state.previous;
   i128 current = state.current;

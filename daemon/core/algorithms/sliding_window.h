@@ -51,7 +51,8 @@ struct SlidingWindow {
   static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 
-  // The state rolled forward to now's window (never backward).
+  // The state rolled forward to now's window (never backward, unless both
+  // counts are 0).
   static State at(const State& state, const Params& params, TimeUs now);
 };
 

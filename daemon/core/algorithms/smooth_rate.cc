@@ -13,9 +13,18 @@ struct Synced {
   i128 stored;     // units
 };
 
-// Ticks of idleness it takes to store `units` more.
+// Units stored by `idle` ticks of idleness, rounded up: exact when a tick
+// stores a whole number of units (bursty; warming up with cold factor 3), and
+// otherwise errs towards more stored permits, which never cost less than
+// fresh ones, so towards waiting.
+i128 stored_by(i128 idle, const SmoothShape& shape) {
+  return ceil_div(idle * shape.accrual, shape.tick);
+}
+
+// The fewest ticks of idleness that store `units` more (the inverse of
+// stored_by).
 i128 ticks_to_store(i128 units, const SmoothShape& shape) {
-  return ceil_div(units * shape.tick, shape.accrual);
+  return units <= 0 ? 0 : floor_div((units - 1) * shape.tick, shape.accrual) + 1;
 }
 
 Synced sync(const SmoothState& state, const SmoothShape& shape, TimeUs now) {
@@ -25,13 +34,11 @@ Synced sync(const SmoothState& state, const SmoothShape& shape, TimeUs now) {
                          static_cast<std::int64_t>(shape.tick));
   s.stored = state.stored;
   if (s.now > s.next_free) {
-    // Stored at the cool-down rate; the fraction of a unit is dropped (exact
-    // for bursty, where a tick stores exactly one unit).
+    // Stored at the cool-down rate, up to max.
     const i128 idle = s.now - s.next_free;
     const i128 room = shape.max_units - s.stored;
-    s.stored = idle >= ticks_to_store(room, shape)
-                   ? shape.max_units
-                   : s.stored + idle * shape.accrual / shape.tick;
+    s.stored = idle >= ticks_to_store(room, shape) ? shape.max_units
+                                                   : s.stored + stored_by(idle, shape);
     s.next_free = s.now;
   }
   return s;

@@ -12,10 +12,12 @@
 // zero warmup_us / 2. A fresh state is cold (full), as Guava starts. acquire /
 // try_acquire and the reservation work as in smooth_bursty.h.
 //
-// Exact for everything at the stable interval; a ramp price is rounded up to
-// a tick (1 / (2 * permits * (1 + cold_factor)) us) and idleness stores whole
-// units (1 / (2 * period_us * (1 + cold_factor)) of a permit), rounding down:
-// both err towards waiting, by far less than a microsecond per call.
+// Exact at the stable interval, and idleness stores exactly for cold factor 3
+// (Guava's). A ramp price is rounded up to a tick (1 / (2 * permits *
+// (1 + cold_factor)) us), and for other cold factors idleness stores whole
+// units (1 / (2 * period_us * (1 + cold_factor)) of a permit) rounding up:
+// both err towards waiting (a stored permit never costs less than a fresh
+// one), by far less than a microsecond per call.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,210 @@
+#include "core/algorithms/sliding_window.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <random>
+#include <vector>
+
+#include "core/algorithms/sliding_log.h"
+#include "core/time.h"
+#include "test_support.h"
+
+namespace rlimit::core::algorithms {
+namespace {
+
+constexpr std::int64_t kMinute = 60 * kUsPerSecond;
+
+// Cloudflare's example ("How we built rate limiting capable of scaling to
+// millions of domains"): 50 per minute, 42 in the previous minute, 18 so far
+// in this one, 15 s into it: 42 * 45/60 + 18 = 49.5. Room for half a request:
+// a peek fits, a request does not (we count the request itself), until the
+// previous minute's weight has fallen enough.
+TEST(SlidingWindowTest, CloudflareExample) {
+  const SlidingWindow::Params p{50, kMinute};
+  const SlidingWindow::State s{1, 42, 18};
+  const TimeUs now = kMinute + 15 * kUsPerSecond;
+  const Verdict peek = SlidingWindow::evaluate(s, p, 0, now);
+  EXPECT_TRUE(peek.allowed);
+  EXPECT_EQ(peek.remaining, 0);  // floor(50 - 49.5)
+  const Verdict v = SlidingWindow::evaluate(s, p, 1, now);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.excess, 1);  // 50.5 - 50, rounded up
+  // 42 * (60 - e) / 60 + 19 <= 50 from e = 15.714286 s.
+  EXPECT_EQ(v.retry_after_us, 714'286);
+  EXPECT_TRUE(SlidingWindow::evaluate(s, p, 1, now + 714'286).allowed);
+  EXPECT_EQ(v.reset_after_us, 2 * kMinute - 15 * kUsPerSecond);  // both counts gone
+}
+
+TEST(SlidingWindowTest, TheEdgeIsSmoothedNotDoubled) {
+  // Where a fixed window lets 2 * limit through around an edge, the sliding
+  // window admits the next window's requests only as the previous fades.
+  const SlidingWindow::Params p{10, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 10, 999'999);
+  EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, kUsPerSecond).allowed);
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 1, kUsPerSecond).retry_after_us, 100'000);
+  EXPECT_TRUE(SlidingWindow::evaluate(s, p, 5, 1'500'000).allowed);
+  EXPECT_FALSE(SlidingWindow::evaluate(s, p, 6, 1'500'000).allowed);
+}
+
+// The reference: the full history of admitted requests, from which the two
+// counts are summed afresh at every decision.
+TEST(SlidingWindowTest, MatchesCountsSummedFromTheHistory) {
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 100; ++trial) {
+    const SlidingWindow::Params p{1 + static_cast<std::int64_t>(rng() % 12),
+                                  1 + static_cast<std::int64_t>(rng() % 2'000'000)};
+    std::vector<std::pair<TimeUs, std::int64_t>> history;
+    TimeUs now = static_cast<TimeUs>(rng() % 1'000'000'000);
+    SlidingWindow::State s = SlidingWindow::fresh(p, now);
+    for (int i = 0; i < 300; ++i) {
+      now += static_cast<TimeUs>(rng() % (p.period_us / 3 + 2));
+      const std::int64_t window = now / p.period_us;
+      __int128 previous = 0;
+      __int128 current = 0;
+      for (const auto& [t, c] : history) {
+        if (t / p.period_us == window) current += c;
+        if (t / p.period_us == window - 1) previous += c;
+      }
+      const __int128 offset = now - window * p.period_us;
+      const std::int64_t cost = static_cast<std::int64_t>(rng() % (p.limit + 2));
+      const __int128 estimate = previous * (p.period_us - offset) + current * p.period_us;
+      const __int128 wanted = estimate + static_cast<__int128>(cost) * p.period_us;
+      const bool fits = wanted <= static_cast<__int128>(p.limit) * p.period_us;
+      const Verdict v = SlidingWindow::evaluate(s, p, cost, now);
+      ASSERT_EQ(v.allowed, fits) << "trial " << trial << " step " << i;
+      const __int128 room = static_cast<__int128>(p.limit) * p.period_us - (fits ? wanted : estimate);
+      ASSERT_EQ(v.remaining, room < 0 ? 0 : static_cast<std::int64_t>(room / p.period_us));
+      if (fits) {
+        history.emplace_back(now, cost);
+        SlidingWindow::commit(s, p, cost, now);
+      }
+    }
+  }
+}
+
+// The most admitted in any span of one period.
+std::int64_t max_in_any_period(const std::vector<TimeUs>& admitted, std::int64_t period_us) {
+  std::deque<TimeUs> span;
+  std::int64_t most = 0;
+  for (const TimeUs t : admitted) {
+    span.push_back(t);
+    while (span.front() <= t - period_us) span.pop_front();
+    most = std::max<std::int64_t>(most, static_cast<std::int64_t>(span.size()));
+  }
+  return most;
+}
+
+// The stated tolerance. The estimate assumes the previous window's requests
+// were spread evenly; when they were not, the true count over the last period
+// exceeds the limit, but stays below 2 * limit (it is at most
+// limit + previous * e / P with e < P). In total, on the same random traffic
+// (one to four times the limit), it admits about one request per window fewer
+// than the exact log (the fraction of a request the estimate leaves is never
+// used: the request itself must fit), and never more than 2% more.
+TEST(SlidingWindowTest, AccuracyAgainstTheExactLog) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::int64_t limit = 5 + static_cast<std::int64_t>(rng() % 50);
+    const std::int64_t period = kUsPerSecond;
+    const SlidingWindow::Params wp{limit, period};
+    const SlidingLog::Params lp{limit, period, limit};
+    SlidingWindow::State w = SlidingWindow::fresh(wp, 0);
+    SlidingLog::State l = SlidingLog::fresh(lp, 0);
+    std::vector<TimeUs> window_admitted;
+    std::vector<TimeUs> log_admitted;
+    // Offered load: 1 to 4 times the limit, in bursts and lulls.
+    const std::int64_t mean_gap = period / (limit * (1 + static_cast<std::int64_t>(rng() % 4)));
+    TimeUs now = 0;
+    while (now < 200 * period) {
+      now += static_cast<TimeUs>(rng() % (2 * mean_gap + 1));
+      if (SlidingWindow::evaluate(w, wp, 1, now).allowed) {
+        SlidingWindow::commit(w, wp, 1, now);
+        window_admitted.push_back(now);
+      }
+      if (SlidingLog::evaluate(l, lp, 1, now).allowed) {
+        SlidingLog::commit(l, lp, 1, now);
+        log_admitted.push_back(now);
+      }
+    }
+    SCOPED_TRACE("trial " + std::to_string(trial) + " limit " + std::to_string(limit));
+    EXPECT_EQ(max_in_any_period(log_admitted, period), limit);  // exact
+    EXPECT_LE(max_in_any_period(window_admitted, period), 2 * limit - 1);
+    const double ratio = static_cast<double>(window_admitted.size()) / log_admitted.size();
+    EXPECT_GE(ratio, 1.0 - 1.0 / limit - 0.01);
+    EXPECT_LE(ratio, 1.02);
+  }
+}
+
+TEST(SlidingWindowTest, AdversarialTrafficReachesTheBound) {
+  // The previous window's requests all in its last microsecond, then the
+  // current window's admitted greedily as that weight fades: the true count
+  // over the period ending at 1.999998 s is 10 + 9 = 2 * limit - 1.
+  const SlidingWindow::Params p{10, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  std::vector<TimeUs> admitted;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(SlidingWindow::evaluate(s, p, 1, 999'999).allowed);
+    SlidingWindow::commit(s, p, 1, 999'999);
+    admitted.push_back(999'999);
+  }
+  for (TimeUs now = kUsPerSecond; now < 2 * kUsPerSecond; now += 1) {
+    if (SlidingWindow::evaluate(s, p, 1, now).allowed) {
+      SlidingWindow::commit(s, p, 1, now);
+      admitted.push_back(now);
+    }
+  }
+  EXPECT_EQ(admitted[10], 1'100'000);  // the first as soon as a tenth of the weight is gone
+  EXPECT_EQ(max_in_any_period(admitted, p.period_us), 2 * p.limit - 1);
+}
+
+TEST(SlidingWindowTest, DebtIsCarriedAndRepaid) {
+  const SlidingWindow::Params p{10, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::charge_remote(s, p, 25, 0);
+  const Verdict v = SlidingWindow::evaluate(s, p, 1, 0);
+  EXPECT_FALSE(v.allowed);
+  // Window 1: previous 10, current 15 carried: no room. Window 2: previous
+  // 10, current 5: room for one more once 10 * (1 - e) + 6 <= 10, e >= 0.6 s.
+  EXPECT_EQ(v.retry_after_us, 2'600'000);
+  EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, 2'599'999).allowed);
+  EXPECT_TRUE(SlidingWindow::evaluate(s, p, 1, 2'600'000).allowed);
+  const SlidingWindow::State w1 = SlidingWindow::at(s, p, kUsPerSecond);
+  EXPECT_EQ(w1.previous, 10);
+  EXPECT_EQ(w1.current, 15);
+  const SlidingWindow::State w3 = SlidingWindow::at(s, p, 3 * kUsPerSecond);
+  EXPECT_EQ(w3.previous, 5);
+  EXPECT_EQ(w3.current, 0);
+  EXPECT_EQ(v.reset_after_us, 4 * kUsPerSecond);
+}
+
+TEST(SlidingWindowTest, ClockSteppingBackWeighsThePreviousWindowFully) {
+  const SlidingWindow::Params p{10, kUsPerSecond};
+  SlidingWindow::State s{5, 10, 0};
+  // At 5.9 s, 10 * 0.1 = 1 of the previous window still counts.
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 5'900'000).remaining, 9);
+  // Back to 4.5 s (before the state's window): counted as 5.0 s, all of it.
+  const Verdict back = SlidingWindow::evaluate(s, p, 1, 4'500'000);
+  EXPECT_FALSE(back.allowed);
+  EXPECT_EQ(back.retry_after_us, 500'000 + 100'000);
+}
+
+TEST(SlidingWindowTest, ZeroLargeAndHuge) {
+  const SlidingWindow::Params huge{kMaxCost, kMaxPeriod};
+  SlidingWindow::State h = SlidingWindow::fresh(huge, 0);
+  EXPECT_TRUE(SlidingWindow::evaluate(h, huge, kMaxCost, 0).allowed);
+  SlidingWindow::commit(h, huge, kMaxCost, 0);
+  EXPECT_TRUE(SlidingWindow::evaluate(h, huge, 0, 0).allowed);
+  const Verdict v = SlidingWindow::evaluate(h, huge, kMaxCost, kMaxPeriod);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.retry_after_us, 2 * kMaxPeriod - kMaxPeriod);  // the previous window gone
+  EXPECT_EQ(SlidingWindow::evaluate(h, huge, kMaxCost, 0).retry_after_us, 2 * kMaxPeriod);
+  for (int i = 0; i < 10'000; ++i) SlidingWindow::charge_remote(h, huge, kMaxCost, 0);
+  EXPECT_FALSE(SlidingWindow::evaluate(h, huge, 0, 0).allowed);
+  EXPECT_NE(SlidingWindow::validate({0, kUsPerSecond}), nullptr);
+  EXPECT_NE(SlidingWindow::validate({1, 0}), nullptr);
+}
+
+}  // namespace
+}  // namespace rlimit::core::algorithms
