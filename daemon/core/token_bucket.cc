@@ -27,20 +27,37 @@ TokenBucket TokenBucket::full(const BucketParams& params, TimeUs now) {
 
 void TokenBucket::refill(const BucketParams& params, TimeUs now) {
   if (now <= last_us_) return;  // no time passed, or the clock stepped back: mint nothing
-  const __int128 elapsed_us = static_cast<__int128>(now) - last_us_;
+  const TimeUs last_us = last_us_;
   last_us_ = now;
   if (tokens_ >= params.burst) {
     frac_ = 0;
     return;
   }
-  const __int128 units = elapsed_us * params.limit + frac_;
-  const __int128 tokens = tokens_ + units / params.period_us;
+  // The arithmetic below in 64 bits whenever nothing overflows (nearly
+  // always): the same result without a 128-bit division per check.
+  std::int64_t elapsed, scaled, units, sum;
+  if (!__builtin_sub_overflow(now, last_us, &elapsed) &&
+      !__builtin_mul_overflow(elapsed, params.limit, &scaled) &&
+      !__builtin_add_overflow(scaled, frac_, &units) &&
+      !__builtin_add_overflow(tokens_, units / params.period_us, &sum)) {
+    if (sum >= params.burst) {
+      tokens_ = params.burst;
+      frac_ = 0;
+    } else {
+      tokens_ = sum;
+      frac_ = units % params.period_us;
+    }
+    return;
+  }
+  const __int128 elapsed_us = static_cast<__int128>(now) - last_us;
+  const __int128 wide_units = elapsed_us * params.limit + frac_;
+  const __int128 tokens = tokens_ + wide_units / params.period_us;
   if (tokens >= params.burst) {
     tokens_ = params.burst;
     frac_ = 0;
   } else {
     tokens_ = static_cast<std::int64_t>(tokens);
-    frac_ = static_cast<std::int64_t>(units % params.period_us);
+    frac_ = static_cast<std::int64_t>(wide_units % params.period_us);
   }
 }
 
@@ -57,17 +74,29 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128
                                                        : static_cast<std::int64_t>(us);
 }
 
+std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
+                                            std::int64_t frac) {
+  // (whole_tokens * period_us - frac) units, rounded up to whole microseconds
+  // of accrual; in 64 bits when the product fits, as it nearly always does.
+  std::int64_t scaled, units;
+  if (!__builtin_mul_overflow(whole_tokens, params.period_us, &scaled) &&
+      !__builtin_sub_overflow(scaled, frac, &units)) {
+    if (units <= 0) return 0;
+    if (params.limit == 0) return -1;
+    return units / params.limit + (units % params.limit != 0 ? 1 : 0);
+  }
+  return time_to_accrue_us(params, static_cast<__int128>(whole_tokens) * params.period_us - frac);
+}
+
 std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost) const {
   if (tokens_ >= cost) return 0;
   if (cost > params.burst) return -1;
-  const __int128 deficit = static_cast<__int128>(cost - tokens_) * params.period_us - frac_;
-  return time_to_accrue_us(params, deficit);
+  return time_to_accrue_us(params, cost - tokens_, frac_);
 }
 
 std::int64_t TokenBucket::reset_after_us(const BucketParams& params) const {
   if (tokens_ >= params.burst) return 0;
-  const __int128 deficit = static_cast<__int128>(params.burst - tokens_) * params.period_us - frac_;
-  return time_to_accrue_us(params, deficit);
+  return time_to_accrue_us(params, params.burst - tokens_, frac_);
 }
 
 }  // namespace rlimit::core

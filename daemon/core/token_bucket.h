@@ -64,6 +64,9 @@ class TokenBucket {
  private:
   // Time for the scaled deficit `units` (in 1/period_us tokens) to accrue.
   static std::int64_t time_to_accrue_us(const BucketParams& params, __int128 units);
+  // The same for a deficit of `whole_tokens` less `frac` units.
+  static std::int64_t time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
+                                        std::int64_t frac);
 
   std::int64_t tokens_ = 0;
   std::int64_t frac_ = 0;  // in [0, period_us)
