@@ -1,44 +1,230 @@
 #include "core/key_table.h"
 
 #include <algorithm>
-#include <vector>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/bytes.h"
 
 namespace rlimit::core {
+namespace {
+
+constexpr std::size_t kFirstCapacity = 16;
+constexpr std::uintptr_t kSlotAlignment = 64;
+
+std::uint64_t load64(const char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+std::uint64_t load32(const char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// 64x64 -> 128-bit multiply, folded: the mixing step of wyhash.
+std::uint64_t mum(std::uint64_t a, std::uint64_t b) {
+  const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+}
+
+constexpr std::uint64_t kSecret0 = 0xa0761d6478bd642full;
+constexpr std::uint64_t kSecret1 = 0xe7037ed1a0b428dbull;
+
+char* heap_key(const char (&key)[KeyTable::kInlineKeyBytes]) {
+  char* p;
+  std::memcpy(&p, key, sizeof(p));
+  return p;
+}
+
+}  // namespace
+
+// wyhash's structure (public domain, Wang Yi): a couple of multiplies for a
+// bucket key of 20-40 bytes. Not seeded: the key bound and the sweep keep a
+// table of colliding keys from growing without limit.
+std::uint64_t hash_key(std::string_view key) {
+  const char* p = key.data();
+  const std::size_t n = key.size();
+  std::uint64_t seed = kSecret0 ^ n;
+  std::uint64_t a, b;
+  if (n <= 16) {
+    if (n >= 4) {
+      const std::size_t mid = (n >> 3) << 2;
+      a = (load32(p) << 32) | load32(p + mid);
+      b = (load32(p + n - 4) << 32) | load32(p + n - 4 - mid);
+    } else if (n > 0) {
+      a = (std::uint64_t{static_cast<unsigned char>(p[0])} << 16) |
+          (std::uint64_t{static_cast<unsigned char>(p[n >> 1])} << 8) |
+          std::uint64_t{static_cast<unsigned char>(p[n - 1])};
+      b = 0;
+    } else {
+      a = b = 0;
+    }
+  } else {
+    std::size_t left = n;
+    while (left > 16) {
+      seed = mum(load64(p) ^ kSecret1, load64(p + 8) ^ seed);
+      p += 16;
+      left -= 16;
+    }
+    a = load64(p + left - 16);
+    b = load64(p + left - 8);
+  }
+  return mum(kSecret1 ^ n, mum(a ^ kSecret1, b ^ seed));
+}
+
+KeyTable::SlotArray KeyTable::allocate_slots(std::size_t capacity) {
+  SlotArray array;
+  array.block = std::calloc(capacity * sizeof(Slot) + kSlotAlignment, 1);
+  if (array.block == nullptr) throw std::bad_alloc();
+  const auto at = reinterpret_cast<std::uintptr_t>(array.block);
+  // Zeroed memory is a valid array of empty slots (trivial types, all zero).
+  array.slots = reinterpret_cast<Slot*>((at + kSlotAlignment - 1) & ~(kSlotAlignment - 1));
+  return array;
+}
+
+KeyTable::~KeyTable() {
+  for (std::size_t i = 0; i < capacity_; ++i) {
+    if (tags_[i] != 0 && slots_[i].key_bytes > kInlineKeyBytes) delete[] heap_key(slots_[i].key);
+  }
+  std::free(slots_array_.block);
+}
+
+std::string_view KeyTable::key_of(const Slot& slot) {
+  if (slot.key_bytes <= kInlineKeyBytes) return {slot.key, slot.key_bytes};
+  return {heap_key(slot.key), slot.key_bytes};
+}
 
 TokenBucket* KeyTable::find(std::string_view key) {
-  auto it = map_.find(key);
-  return it == map_.end() ? nullptr : &it->second;
+  if (size_ == 0) return nullptr;
+  const std::uint64_t hash = hash_key(key);
+  std::size_t i = hash & mask_;
+  // The slot line is fetched while the tags are scanned: most keys sit in
+  // their home slot. (Reading the home slot first, tags only on a mismatch,
+  // measured slower: the tag scan then waits for the slot.)
+  __builtin_prefetch(&slots_[i]);
+  const std::uint16_t tag = tag_of(hash);
+  const auto hash32 = static_cast<std::uint32_t>(hash);
+  for (;;) {
+    const std::uint16_t t = tags_[i];
+    if (t == 0) return nullptr;
+    if (t == tag) {
+      Slot& slot = slots_[i];
+      if (slot.hash == hash32 && equal_bytes(key_of(slot), key)) return &slot.bucket;
+    }
+    i = (i + 1) & mask_;
+  }
 }
 
 TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
-  if (map_.size() >= max_keys_) return nullptr;
-  auto [it, inserted] = map_.emplace(std::string(key), bucket);
-  return inserted ? &it->second : nullptr;
+  if (size_ >= max_keys_ || key.empty() || key.size() > UINT32_MAX) return nullptr;
+  if (will_grow(1)) rehash(std::max(kFirstCapacity, 2 * capacity_));
+  const std::uint64_t hash = hash_key(key);
+  const std::uint16_t tag = tag_of(hash);
+  const auto hash32 = static_cast<std::uint32_t>(hash);
+  std::size_t i = hash & mask_;
+  for (; tags_[i] != 0; i = (i + 1) & mask_) {
+    if (tags_[i] == tag && slots_[i].hash == hash32 && equal_bytes(key_of(slots_[i]), key)) {
+      return nullptr;
+    }
+  }
+  Slot* slot = &slots_[i];
+  slot->bucket = bucket;
+  slot->hash = hash32;
+  slot->key_bytes = static_cast<std::uint32_t>(key.size());
+  if (key.size() <= kInlineKeyBytes) {
+    std::memcpy(slot->key, key.data(), key.size());
+  } else {
+    char* copy = new char[key.size()];
+    std::memcpy(copy, key.data(), key.size());
+    std::memcpy(slot->key, &copy, sizeof(copy));
+    heap_key_bytes_ += key.size();
+  }
+  tags_[i] = tag;
+  ++size_;
+  return &slot->bucket;
+}
+
+void KeyTable::reserve(std::size_t more) {
+  if (!will_grow(more)) return;
+  std::size_t capacity = std::max(kFirstCapacity, capacity_);
+  while (size_ + more > max_load(capacity)) capacity *= 2;
+  rehash(capacity);
+}
+
+void KeyTable::rehash(std::size_t capacity) {
+  assert(capacity >= kFirstCapacity && (capacity & (capacity - 1)) == 0);
+  auto tags = std::make_unique<std::uint16_t[]>(capacity);  // zeroed: all empty
+  const SlotArray array = allocate_slots(capacity);
+  Slot* slots = array.slots;
+  const std::size_t mask = capacity - 1;
+  for (std::size_t from = 0; from < capacity_; ++from) {
+    if (tags_[from] == 0) continue;
+    std::size_t to = slots_[from].hash & mask;
+    while (tags[to] != 0) to = (to + 1) & mask;
+    // Slots are trivially copyable (the heap key pointer moves with them).
+    std::memcpy(static_cast<void*>(&slots[to]), &slots_[from], sizeof(Slot));
+    tags[to] = tags_[from];
+  }
+  tags_ = std::move(tags);
+  std::free(slots_array_.block);
+  slots_array_ = array;
+  slots_ = slots;
+  capacity_ = capacity;
+  mask_ = mask;
+  sweep_cursor_ = 0;
+}
+
+void KeyTable::erase_at(std::size_t hole) {
+  if (slots_[hole].key_bytes > kInlineKeyBytes) {
+    delete[] heap_key(slots_[hole].key);
+    heap_key_bytes_ -= slots_[hole].key_bytes;
+  }
+  // Backward-shift deletion: move each later entry of the run into the hole
+  // unless its home lies cyclically in (hole, j], where it must stay.
+  for (std::size_t j = (hole + 1) & mask_; tags_[j] != 0; j = (j + 1) & mask_) {
+    const std::size_t home = slots_[j].hash & mask_;
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    std::memcpy(static_cast<void*>(&slots_[hole]), &slots_[j], sizeof(Slot));
+    tags_[hole] = tags_[j];
+    hole = j;
+  }
+  tags_[hole] = 0;
+  slots_[hole].key_bytes = 0;
+  slots_[hole].hash = 0;
+  --size_;
 }
 
 std::size_t KeyTable::sweep(std::size_t max_visits, const EvictPredicate& evict) {
-  if (map_.empty()) return 0;
+  if (size_ == 0) return 0;
   std::size_t visited = 0;
   std::size_t erased = 0;
-  const std::size_t bucket_count = map_.bucket_count();
-  // Walk hash buckets from the cursor. A rehash between calls only moves the
-  // walk; the sweep is a background chore, not an exact scan.
-  std::vector<std::string> doomed;
-  std::size_t buckets_walked = 0;
-  // Empty hash buckets count too, so a sparse table costs no more per call.
-  const std::size_t max_walk = std::min(bucket_count, 2 * max_visits);
-  while (visited < max_visits && buckets_walked < max_walk) {
-    const std::size_t b = sweep_cursor_ % bucket_count;
-    for (auto it = map_.begin(b); it != map_.end(b); ++it) {
+  // Empty slots count too, a little, so a sparse table costs no more per call.
+  const std::size_t max_walk = std::min(capacity_, 4 * max_visits + 64);
+  for (std::size_t walked = 0; walked < max_walk && visited < max_visits; ++walked) {
+    const std::size_t i = sweep_cursor_ & mask_;
+    if (tags_[i] != 0) {
       ++visited;
-      if (evict(it->first, it->second)) doomed.push_back(it->first);
+      const Slot& slot = slots_[i];
+      if (evict(key_of(slot), slot.bucket)) {
+        erase_at(i);
+        ++erased;
+        // A later entry may have moved into slot i: look at it again.
+        if (tags_[i] != 0) continue;
+      }
     }
-    for (const std::string& key : doomed) erased += map_.erase(key);
-    doomed.clear();
-    sweep_cursor_ = b + 1;
-    ++buckets_walked;
+    sweep_cursor_ = i + 1;
   }
   return erased;
+}
+
+std::size_t KeyTable::memory_bytes() const {
+  return capacity_ * (sizeof(Slot) + sizeof(std::uint16_t)) + heap_key_bytes_;
 }
 
 }  // namespace rlimit::core

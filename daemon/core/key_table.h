@@ -3,14 +3,27 @@
 // `max_keys` buckets; the Limiter evicts buckets that have refilled to full
 // (indistinguishable from fresh ones) with an incremental sweep. Not
 // thread-safe: one owner, one thread.
+//
+// Layout (why: a lookup among a million keys should cost one cache miss, not
+// the three of a node-based map with heap strings): open addressing with
+// linear probing over two arrays of the same power-of-two capacity,
+//  - slots: one 64-byte cache line each, holding the bucket, 32 bits of the
+//    hash (to re-home entries on growth and deletion without rehashing keys)
+//    and the key itself when it is at most 32 bytes (else a heap copy);
+//  - tags: 2 bytes per slot, 0 for empty, else 15 bits of the key's hash, so
+//    a probe run is scanned 32 slots per cache line without touching slots.
+// A lookup fetches the key's home slot while it scans the tags; most keys sit
+// in their home slot, so most lookups cost one miss into the slot array.
+// The load stays at most 7/8 (the capacity doubles past it). Erasing shifts
+// the following entries of the probe run back (no tombstones), so the table
+// never degrades however keys come and go.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <string>
+#include <memory>
 #include <string_view>
-#include <unordered_map>
 
 #include "core/token_bucket.h"
 
@@ -19,32 +32,86 @@ namespace rlimit::core {
 class KeyTable {
  public:
   explicit KeyTable(std::size_t max_keys) : max_keys_(max_keys) {}
+  ~KeyTable();
+  KeyTable(const KeyTable&) = delete;
+  KeyTable& operator=(const KeyTable&) = delete;
 
-  // The bucket for `key`, or nullptr. Valid until the next insert or erase.
+  // The bucket for `key`, or nullptr. Valid until the next insert or erase
+  // (sweep): entries move.
   TokenBucket* find(std::string_view key);
 
-  // Inserts a bucket for `key` (which must be absent). Returns nullptr when
-  // the table holds max_keys already.
+  // Inserts a bucket for `key`. Returns nullptr when the table holds max_keys
+  // already, `key` is present, or `key` is empty. Invalidates pointers from find() when it
+  // returns true from will_grow(1).
   TokenBucket* insert(std::string_view key, const TokenBucket& bucket);
 
-  // Visits up to `max_visits` entries, continuing where the last call stopped
-  // and wrapping around, and erases those for which `evict(key, bucket)` is
-  // true. Returns the number erased.
+  // True if inserting `more` keys would reallocate (and so invalidate every
+  // pointer find() returned).
+  bool will_grow(std::size_t more) const { return size_ + more > max_load(capacity_); }
+  // Makes room for `more` inserts now, so none of them reallocates.
+  void reserve(std::size_t more);
+
+  // Visits up to `max_visits` entries (and a bounded number of empty slots),
+  // continuing where the last call stopped and wrapping around, and erases
+  // those for which `evict(key, bucket)` is true. Returns the number erased.
+  // The predicate must not modify the table. An entry may be visited twice in
+  // one pass (erasing moves entries back), never skipped, unless the table
+  // grows between calls.
   using EvictPredicate = std::function<bool(std::string_view key, const TokenBucket& bucket)>;
   std::size_t sweep(std::size_t max_visits, const EvictPredicate& evict);
 
-  std::size_t size() const { return map_.size(); }
+  std::size_t size() const { return size_; }
   std::size_t max_keys() const { return max_keys_; }
   void set_max_keys(std::size_t max_keys) { max_keys_ = max_keys; }
 
+  // Slots allocated (0 or a power of two) and the bytes the table holds:
+  // both arrays plus the heap copies of long keys.
+  std::size_t capacity() const { return capacity_; }
+  std::size_t memory_bytes() const;
+
+  // Keys up to this long live in the slot itself.
+  static constexpr std::size_t kInlineKeyBytes = 32;
+
  private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  struct Slot {
+    TokenBucket bucket;
+    std::uint32_t hash = 0;       // low 32 bits of the key's hash (the home slot)
+    std::uint32_t key_bytes = 0;  // 0: the slot is empty (keys are never empty)
+    // The key when key_bytes <= kInlineKeyBytes, else a char* to a heap copy.
+    alignas(8) char key[kInlineKeyBytes];
   };
-  std::unordered_map<std::string, TokenBucket, Hash, std::equal_to<>> map_;
+  static_assert(sizeof(Slot) == 64, "one slot, one cache line");
+
+  // The slot array comes from calloc (large zeroed blocks are fresh pages,
+  // not written until used), aligned to a cache line inside the block.
+  struct SlotArray {
+    void* block = nullptr;
+    Slot* slots = nullptr;
+  };
+  static SlotArray allocate_slots(std::size_t capacity);
+
+  static std::size_t max_load(std::size_t capacity) { return capacity - capacity / 8; }
+  static std::uint16_t tag_of(std::uint64_t hash) {
+    return static_cast<std::uint16_t>((hash >> 48) | 1);
+  }
+  static std::string_view key_of(const Slot& slot);
+  // Grows (or first allocates) to `capacity` slots, re-homing every entry.
+  void rehash(std::size_t capacity);
+  // Erases the entry at `index`, shifting back the rest of its probe run.
+  void erase_at(std::size_t index);
+
+  std::unique_ptr<std::uint16_t[]> tags_;
+  SlotArray slots_array_;
+  Slot* slots_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t mask_ = 0;
+  std::size_t size_ = 0;
+  std::size_t heap_key_bytes_ = 0;
   std::size_t max_keys_;
-  std::size_t sweep_cursor_ = 0;  // bucket index of the hash table
+  std::size_t sweep_cursor_ = 0;  // slot index
 };
+
+// The hash the table uses: fast on short keys, stable across builds.
+std::uint64_t hash_key(std::string_view key);
 
 }  // namespace rlimit::core

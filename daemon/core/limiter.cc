@@ -5,6 +5,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/bytes.h"
+
 namespace rlimit::core {
 namespace {
 
@@ -22,12 +24,6 @@ constexpr std::uint64_t kInlineFingerprint = 0;
 constexpr std::size_t kInlineKeyBytes = kKeyHeaderBytes + 24;
 // Buckets visited, at most, to make room when a new key meets a full table.
 constexpr std::size_t kMakeRoomVisits = 64;
-
-void append_u32(std::string& out, std::uint32_t v) {
-  char bytes[4];
-  std::memcpy(bytes, &v, 4);
-  out.append(bytes, 4);
-}
 
 void append_u64(std::string& out, std::uint64_t v) {
   char bytes[8];
@@ -81,7 +77,7 @@ std::int64_t read_i64(std::string_view key, std::size_t at) {
 
 const std::string_view* find_value(std::span<const Descriptor> descriptors, std::string_view key) {
   for (const Descriptor& d : descriptors) {
-    if (d.key == key) return &d.value;
+    if (equal_bytes(d.key, key)) return &d.value;
   }
   return nullptr;
 }
@@ -214,7 +210,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   }
 
   // Exemptions: a full one allows at once; a partial one skips some rules.
-  skipped_.assign(compiled.set.rules.size() + 1, false);
+  const bool has_exemptions = !compiled.set.exemptions.empty();
+  if (has_exemptions) skipped_.assign(compiled.set.rules.size() + 1, false);
   for (std::size_t e = 0; e < compiled.set.exemptions.size(); ++e) {
     if (!matches_all(compiled.set.exemptions[e].match, input.descriptors)) continue;
     const std::vector<std::size_t>& skip = compiled.exempt_rules[e];
@@ -235,7 +232,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
     const Rule& rule = compiled.set.rules[r];
     if (!matches_all(rule.match, input.descriptors)) continue;
-    if (skipped_[r]) {
+    if (has_exemptions && skipped_[r]) {
       any_skipped = true;
       continue;
     }
@@ -252,15 +249,25 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     p.name = rule.name;
     p.params = *params;
     p.key_offset = key_scratch_.size();
-    append_u64(key_scratch_, compiled.fingerprints[r]);
-    key_scratch_.push_back(static_cast<char>(override_index));
+    // Sized first, then written in place: one resize, no appends.
+    std::size_t key_bytes = kKeyHeaderBytes;
+    for (const DescriptorMatch& m : rule.match) {
+      if (m.value.each) key_bytes += 4 + find_value(input.descriptors, m.key)->size();
+    }
+    key_scratch_.resize(p.key_offset + key_bytes);
+    char* at = key_scratch_.data() + p.key_offset;
+    std::memcpy(at, &compiled.fingerprints[r], 8);
+    at[8] = static_cast<char>(override_index);
+    at += kKeyHeaderBytes;
     for (const DescriptorMatch& m : rule.match) {
       if (!m.value.each) continue;
       const std::string_view value = *find_value(input.descriptors, m.key);
-      append_u32(key_scratch_, static_cast<std::uint32_t>(value.size()));
-      key_scratch_.append(value);
+      const auto length = static_cast<std::uint32_t>(value.size());
+      std::memcpy(at, &length, 4);
+      std::memcpy(at + 4, value.data(), value.size());
+      at += 4 + value.size();
     }
-    p.key_bytes = key_scratch_.size() - p.key_offset;
+    p.key_bytes = key_bytes;
   }
   if (input.inline_limit != nullptr) {
     Pending& p = pending_.emplace_back();
@@ -304,11 +311,22 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     }
   };
   decide();
+  if (allowed && fresh_needed > 0 && table_.size() + fresh_needed <= table_.max_keys() &&
+      table_.will_grow(fresh_needed)) {
+    // Inserting would move every bucket: grow first, then find them again.
+    table_.reserve(fresh_needed);
+    decide();
+  }
   if (allowed && fresh_needed > 0 && table_.size() + fresh_needed > table_.max_keys()) {
     // The sweep erases only buckets that are full at `now`, which a fresh
     // bucket replaces exactly; decide again since pointers may be stale.
     sweep(now, kMakeRoomVisits);
     decide();
+    if (allowed && table_.size() + fresh_needed <= table_.max_keys() &&
+        table_.will_grow(fresh_needed)) {
+      table_.reserve(fresh_needed);
+      decide();
+    }
     if (allowed && table_.size() + fresh_needed > table_.max_keys()) {
       ++stats_.key_table_full;
       out.status = CheckStatus::kKeyTableFull;
