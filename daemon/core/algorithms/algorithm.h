@@ -53,12 +53,20 @@ inline constexpr std::int64_t kMaxToleranceUs = std::int64_t{1} << 60;
 using Ticket = std::uint64_t;
 inline constexpr Ticket kNoTicket = 0;
 
-// How an algorithm merges across a cluster through charge_remote(); see
-// docs/algorithms.md for the bounds.
+// How a rule merges across a cluster through charge_remote(); the bounds are
+// in docs/algorithms.md. Remote consumption is charged when it is learned.
 enum class Replication {
-  kExact,        // debt is repaid: the long-run admitted rate equals the limit
-  kApproximate,  // long-run rate right, but window attribution or spacing shifts by the staleness
-  kLocalOnly,    // state cannot be expressed as consumption counters; refuse in cluster mode
+  // A remote charge has the effect of a local commit: the state follows total
+  // consumption, debt is repaid, the long-run admitted rate is the limit, and
+  // the short-run excess is the token bucket's (docs/cluster.md).
+  kExact,
+  // The long-run rate is right too, but what the algorithm promises per
+  // aligned window, per rolling span, or as a spacing between requests holds
+  // only up to the staleness (and clock skew) between nodes.
+  kApproximate,
+  // The state is not a function of consumption (a release gives back); the
+  // config must refuse such rules in cluster mode.
+  kLocalOnly,
 };
 const char* replication_name(Replication replication);
 
@@ -85,8 +93,8 @@ struct Verdict {
 template <class A>
 concept Algorithm = requires(typename A::State& state, const typename A::State& cstate,
                              const typename A::Params& params, std::int64_t cost, TimeUs now) {
-  { A::kReplication } -> std::convertible_to<Replication>;
   { A::validate(params) } -> std::same_as<const char*>;  // nullptr when usable
+  { A::replication(params) } -> std::same_as<Replication>;
   { A::fresh(params, now) } -> std::same_as<typename A::State>;
   { A::evaluate(cstate, params, cost, now) } -> std::same_as<Verdict>;
   { A::commit(state, params, cost, now) } -> std::same_as<Ticket>;
@@ -98,7 +106,18 @@ namespace detail {
 
 using i128 = __int128;
 
-inline i128 floor_div(i128 a, i128 b) {  // b > 0
+inline bool fits_64(i128 v) { return v == static_cast<std::int64_t>(v); }
+
+// Division rounding down, b > 0. Most operands fit in 64 bits, where the
+// division is several times cheaper than the 128-bit library call.
+inline i128 floor_div(i128 a, i128 b) {
+  if (fits_64(a) && fits_64(b)) {
+    const auto x = static_cast<std::int64_t>(a);
+    const auto y = static_cast<std::int64_t>(b);
+    std::int64_t q = x / y;
+    if (x % y != 0 && x < 0) --q;
+    return q;
+  }
   i128 q = a / b;
   if (a % b != 0 && a < 0) --q;
   return q;

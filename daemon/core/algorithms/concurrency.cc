@@ -18,8 +18,18 @@ std::vector<Concurrency::Lease>::const_iterator first_live(const Concurrency::St
       [](TimeUs t, const Concurrency::Lease& lease) { return t < lease.expires_us; });
 }
 
+// Slots held by leases from `live` on.
+std::int64_t slots_from(const Concurrency::State& state,
+                        std::vector<Concurrency::Lease>::const_iterator live) {
+  std::int64_t slots = state.slots;
+  for (auto it = state.leases.cbegin(); it != live; ++it) slots -= it->slots;
+  return slots;
+}
+
 void expire(Concurrency::State& state, TimeUs now) {
-  state.leases.erase(state.leases.cbegin(), first_live(state, now));
+  const auto live = first_live(state, now);
+  state.slots = slots_from(state, live);
+  state.leases.erase(state.leases.cbegin(), live);
 }
 
 void insert_sorted(Concurrency::State& state, const Concurrency::Lease& lease) {
@@ -52,17 +62,14 @@ Concurrency::State Concurrency::fresh(const Params& params, TimeUs now) {
 }
 
 std::int64_t Concurrency::in_flight(const State& state, TimeUs now) {
-  std::int64_t slots = 0;
-  for (auto it = first_live(state, now); it != state.leases.end(); ++it) slots += it->slots;
-  return slots;
+  return slots_from(state, first_live(state, now));
 }
 
 Verdict Concurrency::evaluate(const State& state, const Params& params, std::int64_t cost,
                               TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
   const auto live = first_live(state, now);
-  std::int64_t held = 0;
-  for (auto it = live; it != state.leases.end(); ++it) held += it->slots;
+  const std::int64_t held = slots_from(state, live);
   const i128 wanted = static_cast<i128>(held) + cost;
 
   Verdict v;
@@ -95,12 +102,14 @@ Ticket Concurrency::commit(State& state, const Params& params, std::int64_t cost
   assert(cost >= 0 && cost <= kMaxCost);
   expire(state, now);
   if (cost == 0) return kNoTicket;
-  if (static_cast<std::int64_t>(state.leases.size()) >= 2 * params.max_in_flight) {
-    return kNoTicket;
+  if (cost > 2 * params.max_in_flight ||
+      static_cast<std::int64_t>(state.leases.size()) >= 2 * params.max_in_flight) {
+    return kNoTicket;  // beyond what even soft mode admits
   }
   const Ticket from_time = static_cast<Ticket>(std::max<TimeUs>(now, 0)) << kIdTimeShift;
   const Ticket id = std::max(state.last_id + 1, from_time);
   state.last_id = id;
+  state.slots += cost;
   insert_sorted(state, Lease{id, now + params.lease_ttl_us, cost});
   return id;
 }
@@ -116,6 +125,7 @@ bool Concurrency::release(State& state, const Params& params, Ticket id, TimeUs 
   if (id == kNoTicket) return false;
   const auto it = find_live(state, id, now);
   if (it == state.leases.end()) return false;
+  state.slots -= it->slots;
   state.leases.erase(it);
   return true;
 }

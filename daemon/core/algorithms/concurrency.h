@@ -13,8 +13,10 @@
 // Local only: in-flight is a level that goes down on release, which the
 // cluster's grow-only consumption counters cannot express; charge_remote()
 // ignores its input and the config must refuse concurrency rules in cluster
-// mode. State: 32 bytes plus 24 per live lease, at most 2 * max_in_flight
-// leases (soft mode may admit up to max_in_flight beyond the limit).
+// mode. State: 40 bytes plus 24 per live lease, at most 2 * max_in_flight
+// leases (soft mode may admit up to max_in_flight beyond the limit). A
+// decision costs a binary search plus the leases expired since the last
+// change; release and extend scan the leases.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +45,9 @@ struct Concurrency {
   struct State {
     std::vector<Lease> leases;  // sorted by expires_us; may hold expired ones
     Ticket last_id = kNoTicket;
+    std::int64_t slots = 0;  // held by `leases`, expired ones included
   };
-  static constexpr Replication kReplication = Replication::kLocalOnly;
+  static Replication replication(const Params&) { return Replication::kLocalOnly; }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);
@@ -52,8 +55,9 @@ struct Concurrency {
   // reset_after = until the last live lease expires.
   static Verdict evaluate(const State& state, const Params& params, std::int64_t cost, TimeUs now);
   // Takes `cost` slots; returns the lease id, kNoTicket for cost 0 (nothing
-  // held) or when the lease table is full (2 * max_in_flight leases: only a
-  // caller that commits without evaluating can get there).
+  // held) or beyond what even soft mode admits (a cost above 2 *
+  // max_in_flight, or 2 * max_in_flight leases held): only a caller that
+  // commits without evaluating gets there.
   static Ticket commit(State& state, const Params& params, std::int64_t cost, TimeUs now);
   // Ignored: concurrency is local only.
   static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);

@@ -32,7 +32,7 @@ struct FixedWindow {
     std::int64_t window = 0;  // index of the window `count` belongs to
     std::int64_t count = 0;   // units charged in it (plus carried debt)
   };
-  static constexpr Replication kReplication = Replication::kApproximate;
+  static Replication replication(const Params&) { return Replication::kApproximate; }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);

@@ -27,7 +27,7 @@ struct Gcra {
     TimeUs tat_us = 0;
     std::int64_t tat_frac = 0;  // in [0, count): 1/count of a microsecond
   };
-  static constexpr Replication kReplication = Replication::kExact;
+  static Replication replication(const Params&) { return Replication::kExact; }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);

@@ -37,7 +37,11 @@ struct LeakyBucket {
     TimeUs empty_at_us = 0;     // when the bucket is (will be) empty
     std::int64_t empty_at_frac = 0;  // in [0, limit): 1/limit of a microsecond
   };
-  static constexpr Replication kReplication = Replication::kExact;
+  // A meter is exact; a shaper's rate is too, but nodes schedule their
+  // delays independently, so the cluster's spacing is per node.
+  static Replication replication(const Params& params) {
+    return params.mode == Mode::kMeter ? Replication::kExact : Replication::kApproximate;
+  }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);

@@ -7,50 +7,54 @@ namespace rlimit::core::algorithms {
 namespace {
 
 using detail::i128;
+using Log = std::span<const SlidingLog::Entry>;
 
 constexpr std::int64_t kMaxUnits = std::int64_t{1} << 62;
 
 // The first entry still in the window at `now`: at_us > now - period.
-std::vector<SlidingLog::Entry>::const_iterator first_live(const SlidingLog::State& state,
-                                                          const SlidingLog::Params& params,
-                                                          TimeUs now) {
+Log::iterator first_live(Log log, const SlidingLog::Params& params, TimeUs now) {
   const TimeUs horizon = now - params.period_us;
-  return std::upper_bound(
-      state.entries.begin(), state.entries.end(), horizon,
-      [](TimeUs h, const SlidingLog::Entry& e) { return h < e.at_us; });
+  return std::upper_bound(log.begin(), log.end(), horizon,
+                          [](TimeUs h, const SlidingLog::Entry& e) { return h < e.at_us; });
 }
 
-// Units from `live` on: the total minus the expired prefix.
-std::int64_t units_from(const SlidingLog::State& state,
-                        std::vector<SlidingLog::Entry>::const_iterator live) {
+// Units from `live` on: the total minus the expired prefix (usually the few
+// entries that expired since the last commit).
+std::int64_t units_from(const SlidingLog::State& state, Log log, Log::iterator live) {
   std::int64_t units = state.total;
-  for (auto it = state.entries.begin(); it != live; ++it) units -= it->units;
+  for (auto it = log.begin(); it != live; ++it) units -= it->units;
   return units;
 }
 
 // Merges the neighbouring pair whose merge over-counts least: entry i moves
 // onto entry i + 1's (later) timestamp.
-void coalesce_once(std::vector<SlidingLog::Entry>& entries) {
-  assert(entries.size() >= 2);
-  std::size_t best = 0;
+void coalesce_once(SlidingLog::State& state) {
+  std::vector<SlidingLog::Entry>& b = state.buffer;
+  assert(b.size() >= state.head + 2);
+  std::size_t best = state.head;
   i128 best_cost = -1;
-  for (std::size_t i = 0; i + 1 < entries.size(); ++i) {
-    const i128 cost =
-        static_cast<i128>(entries[i].units) * (entries[i + 1].at_us - entries[i].at_us);
+  for (std::size_t i = state.head; i + 1 < b.size(); ++i) {
+    const i128 cost = static_cast<i128>(b[i].units) * (b[i + 1].at_us - b[i].at_us);
     if (best_cost < 0 || cost < best_cost) {
       best = i;
       best_cost = cost;
     }
   }
-  entries[best + 1].units += entries[best].units;  // the total bounds the sum
-  entries.erase(entries.begin() + static_cast<std::ptrdiff_t>(best));
+  b[best + 1].units += b[best].units;  // the total bounds the sum
+  b.erase(b.begin() + static_cast<std::ptrdiff_t>(best));
 }
 
-// Drops entries that left the window at `now`.
+// Drops entries that left the window at `now`; compacts once the dropped
+// prefix is as long as the log.
 void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs now) {
-  const auto live = first_live(state, params, now);
-  for (auto it = state.entries.cbegin(); it != live; ++it) state.total -= it->units;
-  state.entries.erase(state.entries.cbegin(), live);
+  const Log log = SlidingLog::log(state);
+  const auto live = first_live(log, params, now);
+  for (auto it = log.begin(); it != live; ++it) state.total -= it->units;
+  state.head += static_cast<std::uint32_t>(live - log.begin());
+  if (state.head > 0 && state.head * 2 >= state.buffer.size()) {
+    state.buffer.erase(state.buffer.begin(), state.buffer.begin() + state.head);
+    state.head = 0;
+  }
 }
 
 void log_units(SlidingLog::State& state, const SlidingLog::Params& params, std::int64_t units,
@@ -59,14 +63,14 @@ void log_units(SlidingLog::State& state, const SlidingLog::Params& params, std::
   units = std::min(units, kMaxUnits - state.total);  // only absurd debts reach this
   if (units <= 0) return;
   state.total += units;
-  if (!state.entries.empty() && state.entries.back().at_us >= now) {
+  if (state.buffer.size() > state.head && state.buffer.back().at_us >= now) {
     // Same microsecond, or the clock went back: stamp with the newest time.
-    state.entries.back().units += units;
+    state.buffer.back().units += units;
     return;
   }
-  state.entries.push_back({now, units});
-  while (static_cast<std::int64_t>(state.entries.size()) > params.max_entries) {
-    coalesce_once(state.entries);
+  state.buffer.push_back({now, units});
+  while (static_cast<std::int64_t>(state.buffer.size() - state.head) > params.max_entries) {
+    coalesce_once(state);
   }
 }
 
@@ -88,21 +92,23 @@ SlidingLog::State SlidingLog::fresh(const Params& params, TimeUs now) {
 }
 
 std::int64_t SlidingLog::units_in_window(const State& state, const Params& params, TimeUs now) {
-  return units_from(state, first_live(state, params, now));
+  const Log entries = log(state);
+  return units_from(state, entries, first_live(entries, params, now));
 }
 
 Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int64_t cost,
                              TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
-  const auto live = first_live(state, params, now);
-  const i128 in_window = units_from(state, live);
+  const Log entries = log(state);
+  const auto live = first_live(entries, params, now);
+  const i128 in_window = units_from(state, entries, live);
   const i128 wanted = in_window + cost;
 
   Verdict v;
   v.limit = params.limit;
   v.allowed = wanted <= params.limit;
   v.remaining = detail::non_negative(params.limit - (v.allowed ? wanted : in_window));
-  TimeUs newest = live == state.entries.end() ? now - params.period_us : state.entries.back().at_us;
+  TimeUs newest = live == entries.end() ? now - params.period_us : entries.back().at_us;
   if (v.allowed && cost > 0) newest = std::max(newest, now);
   v.reset_after_us = detail::non_negative(static_cast<i128>(newest) + params.period_us - now);
   if (!v.allowed) {
@@ -114,7 +120,7 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
       i128 left = in_window;
       auto it = live;
       while (left + cost > params.limit) {
-        assert(it != state.entries.end());
+        assert(it != entries.end());
         left -= it->units;
         ++it;
       }
@@ -137,7 +143,8 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
 }
 
 bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {
-  return first_live(state, params, now) == state.entries.end();
+  const Log entries = log(state);
+  return first_live(entries, params, now) == entries.end();
 }
 
 }  // namespace rlimit::core::algorithms

@@ -13,12 +13,14 @@
 // `limit` entries in the window, so max_entries >= limit keeps it exact.
 //
 // State is a vector of 16-byte entries and their total, not a small POD: plan
-// for 32 + 16 * max_entries bytes per busy key. A decision costs a binary
+// for 40 + 16 * max_entries bytes per busy key (up to twice that for the
+// expired entries awaiting compaction). A decision costs a binary
 // search plus the entries expired since the last commit; a denial's
 // retry_after walks the oldest entries.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/algorithms/algorithm.h"
@@ -43,12 +45,14 @@ struct SlidingLog {
     friend bool operator==(const Entry&, const Entry&) = default;
   };
   struct State {
-    // Oldest first, strictly increasing at_us. May hold expired entries until
-    // the next commit.
-    std::vector<Entry> entries;
-    std::int64_t total = 0;  // units in `entries`, at most 2^62
+    // The log is buffer[head..]: oldest first, strictly increasing at_us;
+    // it may hold expired entries until the next commit. Entries before
+    // `head` were dropped and await compaction (amortised O(1) per drop).
+    std::vector<Entry> buffer;
+    std::int64_t total = 0;  // units in the log, at most 2^62
+    std::uint32_t head = 0;
   };
-  static constexpr Replication kReplication = Replication::kApproximate;
+  static Replication replication(const Params&) { return Replication::kApproximate; }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);
@@ -66,6 +70,10 @@ struct SlidingLog {
   // Units logged in (now - period_us, now] (entries the clock has not reached
   // yet count too).
   static std::int64_t units_in_window(const State& state, const Params& params, TimeUs now);
+  // The log, oldest first.
+  static std::span<const Entry> log(const State& state) {
+    return std::span<const Entry>(state.buffer).subspan(state.head);
+  }
 };
 
 static_assert(Algorithm<SlidingLog>);

@@ -38,7 +38,7 @@ i128 earliest_fit(i128 previous, i128 current, i128 window, i128 from, std::int6
     if (current + cost <= limit) {
       // previous * (P - e) <= (limit - current - cost) * P
       const i128 room = (limit - current - cost) * period;
-      const i128 first = previous == 0 ? 0 : period - room / previous;
+      const i128 first = previous == 0 ? 0 : period - detail::floor_div(room, previous);
       const i128 offset = std::max(first, from);
       if (offset < period) return window * period + offset;
     }

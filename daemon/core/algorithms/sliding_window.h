@@ -38,7 +38,7 @@ struct SlidingWindow {
     std::int64_t previous = 0;  // units in window - 1 (at most limit)
     std::int64_t current = 0;   // units in window (plus carried debt)
   };
-  static constexpr Replication kReplication = Replication::kApproximate;
+  static Replication replication(const Params&) { return Replication::kApproximate; }
 
   static const char* validate(const Params& params);
   static State fresh(const Params& params, TimeUs now);

@@ -52,8 +52,8 @@ i128 stored_price(i128 stored, i128 take, const SmoothShape& shape) {
   if (above > 0) {
     const i128 k = std::min(above, take);
     const i128 t = k * (above + (above - k));
-    const i128 q = t / shape.slope_den;
-    const i128 r = t % shape.slope_den;
+    const i128 q = floor_div(t, shape.slope_den);
+    const i128 r = t - q * shape.slope_den;
     surcharge = shape.slope_num * q + ceil_div(shape.slope_num * r, shape.slope_den);
   }
   return take + surcharge;
@@ -82,11 +82,11 @@ Verdict smooth_evaluate(const SmoothState& state, const SmoothShape& shape, std:
   const i128 max_wait = static_cast<i128>(shape.max_wait_us) * shape.tick;
   Verdict v;
   v.allowed = shape.max_wait_us < 0 || wait <= max_wait;
-  v.limit = non_negative(shape.max_units / shape.unit);
+  v.limit = non_negative(floor_div(shape.max_units, shape.unit));
   const Reservation r = reserve(s, shape, cost);
   const i128 left = v.allowed ? r.left : s.stored;
   const i128 busy = (v.allowed ? r.next_free : s.next_free) - s.now;
-  v.remaining = non_negative(left / shape.unit);
+  v.remaining = non_negative(floor_div(left, shape.unit));
   v.reset_after_us =
       non_negative(ceil_div(busy + ticks_to_store(shape.max_units - left, shape), shape.tick));
   v.delay_us = non_negative(ceil_div(wait, shape.tick));

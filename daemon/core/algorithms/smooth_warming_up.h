@@ -40,7 +40,12 @@ struct SmoothWarmingUp {
     friend bool operator==(const Params&, const Params&) = default;
   };
   using State = SmoothState;
-  static constexpr Replication kReplication = Replication::kExact;
+  // The reservation state follows total consumption (the rate is exact),
+  // but each node schedules its callers' waits on its own: the spacing is
+  // per node. With max_wait_us = 0 it decides as a rate limit (exact).
+  static Replication replication(const Params& params) {
+    return params.max_wait_us == 0 ? Replication::kExact : Replication::kApproximate;
+  }
 
   static const char* validate(const Params& params);
   // Cold: max permits stored, as Guava's RateLimiter.create(rate, warmup).

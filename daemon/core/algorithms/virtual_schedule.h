@@ -64,7 +64,7 @@ inline Judgement judge(TimeUs tat_us, std::int64_t tat_frac, Rate rate, std::int
 inline void describe(const Judgement& j, bool admitted, Rate rate, Verdict& v) {
   const i128 ttl = (admitted ? j.new_tat : j.tat) - j.now;
   const i128 room = j.size - ttl;
-  v.remaining = room > 0 ? non_negative(room / rate.period_us) : 0;
+  v.remaining = room > 0 ? non_negative(floor_div(room, rate.period_us)) : 0;
   v.reset_after_us = non_negative(ceil_div(ttl, rate.limit));
 }
 

@@ -91,7 +91,7 @@ TEST(ConcurrencyTest, IdsNeverRepeatEvenAfterForgetting) {
 }
 
 TEST(ConcurrencyTest, LocalOnlyAndBounded) {
-  static_assert(Concurrency::kReplication == Replication::kLocalOnly);
+  EXPECT_EQ(Concurrency::replication(kTwo), Replication::kLocalOnly);
   Concurrency::State s = Concurrency::fresh(kTwo, 0);
   Concurrency::charge_remote(s, kTwo, 100, 0);  // ignored
   EXPECT_TRUE(s.leases.empty());

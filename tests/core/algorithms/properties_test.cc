@@ -299,5 +299,20 @@ TYPED_TEST(AlgorithmPropertiesTest, FreshStateIsIdleAndAdmitsItsCapacity) {
   }
 }
 
+TEST(ReplicationTest, WhatEachAlgorithmPromisesAcrossACluster) {
+  EXPECT_EQ(Gcra::replication({0, 1, 1}), Replication::kExact);
+  EXPECT_EQ(LeakyBucket::replication({1, 1, 1, LeakyBucket::Mode::kMeter}), Replication::kExact);
+  EXPECT_EQ(LeakyBucket::replication({1, 1, 1, LeakyBucket::Mode::kShaper}),
+            Replication::kApproximate);
+  EXPECT_EQ(FixedWindow::replication({1, 1}), Replication::kApproximate);
+  EXPECT_EQ(SlidingWindow::replication({1, 1}), Replication::kApproximate);
+  EXPECT_EQ(SlidingLog::replication({1, 1, 1}), Replication::kApproximate);
+  EXPECT_EQ(SmoothBursty::replication({1, 1, 1, 0}), Replication::kExact);
+  EXPECT_EQ(SmoothBursty::replication({1, 1, 1, -1}), Replication::kApproximate);
+  EXPECT_EQ(SmoothWarmingUp::replication({1, 1, 1, 3, 0}), Replication::kExact);
+  EXPECT_EQ(Concurrency::replication({1, 1}), Replication::kLocalOnly);
+  EXPECT_STREQ(replication_name(Replication::kLocalOnly), "local-only");
+}
+
 }  // namespace
 }  // namespace rlimit::core::algorithms
