@@ -37,6 +37,9 @@ Session::Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
 Session::~Session() = default;
 
 void Session::start() {
+  // flush() writes directly and must not block the loop on a full buffer.
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);
   auto self = shared_from_this();
   // The handler holds `self`, so the session lives until its coroutine ends,
   // and sees the coroutine's exception instead of `detached` swallowing it.
@@ -128,9 +131,23 @@ Session::Batch Session::answer_buffered() {
 }
 
 asio::awaitable<bool> Session::flush() {
-  auto [error, bytes] =
-      co_await asio::async_write(socket_, asio::buffer(out_), as_tuple(use_awaitable));
-  counters_.bytes_sent += bytes;
+  // Answers nearly always fit the socket buffer: write them now, and wait on
+  // the event loop only for what does not fit. (An async write that succeeds
+  // at once still costs a trip through the loop and an extra epoll_wait.)
+  boost::system::error_code error;
+  std::size_t written = socket_.write_some(asio::buffer(out_), error);
+  if (error == asio::error::would_block || error == asio::error::try_again) {
+    error.clear();
+    written = 0;
+  }
+  counters_.bytes_sent += written;
+  if (!error && written < out_.size()) {
+    auto [rest_error, bytes] = co_await asio::async_write(
+        socket_, asio::buffer(out_.data() + written, out_.size() - written),
+        as_tuple(use_awaitable));
+    counters_.bytes_sent += bytes;
+    error = rest_error;
+  }
   if (error) {
     if (error != asio::error::operation_aborted) {
       ++counters_.write_errors;
