@@ -1,6 +1,8 @@
-// rlimit::Client: blocking-free POSIX I/O on one AF_UNIX stream socket, with
-// poll() bounding every call by ClientOptions::timeout_ms. No Asio here: the
-// client must stay thin enough to embed anywhere.
+// rlimit::Client: POSIX I/O on one AF_UNIX stream socket, every call bounded
+// by ClientOptions::timeout_ms: sends and reads never block (MSG_DONTWAIT)
+// except the wait for a reply, which blocks in recv() under SO_RCVTIMEO when
+// a call starts waiting, and in poll() otherwise. No Asio here: the client
+// must stay thin enough to embed anywhere.
 //
 // Invariants of Client::Impl:
 //  - `in_flight_` lists, oldest first, every request whose frame is in `out_`
@@ -19,12 +21,14 @@
 #include <google/protobuf/arena.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "rlimit/v1/client.pb.h"
 #include "wire/frame.h"
@@ -44,6 +48,10 @@ constexpr std::size_t kCompactInputBytes = 64 * 1024;
 // The arena's first block is reused across calls, so a typical request or
 // response is built/parsed without touching the heap.
 constexpr std::size_t kArenaBlockBytes = 16 * 1024;
+// A connection quiet for this long is checked for EOF before it is used (a
+// restarted daemon); a busier one finds out from send() (EPIPE), which is
+// retried once on a fresh connection when nothing had been sent.
+constexpr auto kIdleProbeAfter = std::chrono::milliseconds(50);
 
 DecisionStatus map_status(pb::CheckResult::Status status) {
   switch (status) {
@@ -212,6 +220,8 @@ struct Client::Impl {
     in_offset = 0;
     out.clear();
     out_offset = 0;
+    unsent_frames = 0;
+    peer_gone_before_send = false;
   }
 
   // Closes the connection and answers every unanswered ticket, in order.
@@ -227,9 +237,13 @@ struct Client::Impl {
   }
 
   // An idle connection the daemon has closed (restart, idle timeout) shows
-  // EOF; dropping it here lets this call reconnect instead of failing.
-  void drop_if_stale() {
+  // EOF; dropping it here lets this call reconnect instead of failing. Only
+  // after a quiet spell: on a busy connection the extra syscall would cost
+  // every call, and send() reports a closed peer anyway (see pump()).
+  void drop_if_stale(Clock::time_point now) {
+    const Clock::time_point last_used = std::exchange(last_used_at, now);
     if (fd < 0 || !in_flight.empty() || in_offset < in.size()) return;
+    if (now - last_used < kIdleProbeAfter) return;
     char byte;
     const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -289,8 +303,20 @@ struct Client::Impl {
       if (so_error != 0) return give_up(std::strerror(so_error));
       break;
     }
+    // From here on the socket blocks only where asked: every send and recv
+    // passes MSG_DONTWAIT except the one waiting for a reply (wait_for_reply),
+    // which blocks up to timeout_ms (SO_RCVTIMEO).
+    blocking_wait = false;
+    if (options.timeout_ms > 0) {
+      const timeval tv{static_cast<time_t>(options.timeout_ms / 1000),
+                       static_cast<suseconds_t>((options.timeout_ms % 1000) * 1000)};
+      const int flags = ::fcntl(fd, F_GETFL);
+      blocking_wait = flags >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+                      ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+    }
     backoff_ms = options.reconnect_backoff_min_ms;
     next_connect_at = {};
+    last_used_at = Clock::now();
     return true;
   }
 
@@ -325,6 +351,7 @@ struct Client::Impl {
     fill(*request);
     if (!wire::append_message_frame(out, *request, options.max_frame_bytes)) return false;
     in_flight.push_back({id, kind});
+    ++unsent_frames;
     return true;
   }
 
@@ -433,25 +460,31 @@ struct Client::Impl {
 
   bool write_some(Failure& failure) {
     while (out_offset < out.size()) {
-      const ssize_t n = ::send(fd, out.data() + out_offset, out.size() - out_offset, MSG_NOSIGNAL);
+      const ssize_t n = ::send(fd, out.data() + out_offset, out.size() - out_offset,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         out_offset += static_cast<std::size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      // The daemon closed the connection before any of what is in flight
+      // was sent: pump() may send it all again on a new connection.
+      peer_gone_before_send = n < 0 && (errno == EPIPE || errno == ECONNRESET) &&
+                              out_offset == 0 && unsent_frames == in_flight.size();
       failure = {DecisionStatus::kUnavailable, errno_text("send", errno)};
       return false;
     }
     out.clear();
     out_offset = 0;
+    unsent_frames = 0;
     return true;
   }
 
   bool read_some(Failure& failure) {
     char chunk[kReadChunkBytes];
     for (;;) {
-      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
       if (n > 0) {
         in.append(chunk, static_cast<std::size_t>(n));
         // A short read drained the socket; skip the recv() that would say so.
@@ -475,11 +508,54 @@ struct Client::Impl {
   // connection is closed and every ticket answered.
   template <typename Done>
   bool pump(Clock::time_point until, Done&& done, Failure& failure) {
-    if (!pump_once(until, done, failure)) {
-      fail_all(failure);
+    if (pump_once(until, done, failure)) return true;
+    if (peer_gone_before_send) {
+      // Nothing reached the daemon: send the same frames on a new connection.
+      ::close(fd);
+      fd = -1;
+      in.clear();
+      in_offset = 0;
+      peer_gone_before_send = false;
+      if (pump_once(until, done, failure)) return true;
+    }
+    fail_all(failure);
+    return false;
+  }
+
+  // Waits for a reply inside recv() itself: one syscall where poll() + recv()
+  // would take two. Only for a wait that starts with most of the call's time
+  // left, since SO_RCVTIMEO is the whole timeout_ms (so a call may overrun its
+  // deadline by at most a tenth of it). Returns false with `failure` set;
+  // sets `waited` when it did wait.
+  bool wait_for_reply(Clock::time_point until, bool& waited, Failure& failure) {
+    waited = false;
+    if (!blocking_wait) return true;
+    const auto left = until - Clock::now();
+    if (left < std::chrono::milliseconds(options.timeout_ms) * 9 / 10) return true;
+    waited = true;
+    char chunk[kReadChunkBytes];
+    for (;;) {
+      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+      if (n > 0) {
+        in.append(chunk, static_cast<std::size_t>(n));
+        return true;
+      }
+      if (n == 0) {
+        failure = {DecisionStatus::kUnavailable, "daemon closed the connection"};
+        return false;
+      }
+      if (errno == EINTR) {
+        if (Clock::now() < until) continue;
+        errno = EAGAIN;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        failure = {DecisionStatus::kUnavailable,
+                   "no reply within " + std::to_string(options.timeout_ms) + " ms"};
+      } else {
+        failure = {DecisionStatus::kUnavailable, errno_text("recv", errno)};
+      }
       return false;
     }
-    return true;
   }
 
   template <typename Done>
@@ -490,6 +566,11 @@ struct Client::Impl {
       if (!process_frames(done, failure)) return false;
       if (done()) return true;
       if (out_offset < out.size() && !write_some(failure)) return false;
+      if (out_offset >= out.size()) {
+        bool waited = false;
+        if (!wait_for_reply(until, waited, failure)) return false;
+        if (waited) continue;
+      }
       pollfd p{fd, static_cast<short>(POLLIN | (out_offset < out.size() ? POLLOUT : 0)), 0};
       const int rc = poll_until(p, until);
       if (rc < 0) {
@@ -515,8 +596,9 @@ struct Client::Impl {
   // with `failure` set.
   template <typename Fill>
   const pb::Response* round_trip(Fill&& fill, Failure& failure) {
-    const Clock::time_point until = deadline();
-    drop_if_stale();
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point until = now + std::chrono::milliseconds(options.timeout_ms);
+    drop_if_stale(now);
     const std::uint64_t id = next_id++;
     if (!queue_request(Kind::kSync, id, fill)) {
       failure = {DecisionStatus::kProtocolError, "request exceeds max_frame_bytes (" +
@@ -553,6 +635,10 @@ struct Client::Impl {
   std::string in;  // bytes read and not yet decoded, from in_offset on
   std::size_t in_offset = 0;
   std::deque<InFlight> in_flight;
+  std::size_t unsent_frames = 0;  // frames in `out` of which nothing was sent yet
+  bool peer_gone_before_send = false;
+  bool blocking_wait = false;  // the socket blocks in recv(flags 0) up to timeout_ms
+  Clock::time_point last_used_at{};  // start of the last call, or the connect
   std::deque<Ticket> tickets;
   std::size_t ticket_hint = 0;
 
@@ -605,7 +691,7 @@ std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests
 std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
-  impl.drop_if_stale();
+  impl.drop_if_stale(Clock::now());
   const bool queued = impl.queue_request(Impl::Kind::kTicket, id, [&](v1::Request& r) {
     fill_check(request, *r.mutable_check()->add_checks());
   });

@@ -287,6 +287,22 @@ TEST(ClientTest, IdleConnectionClosedByDaemonIsReplacedWithoutFailing) {
   EXPECT_EQ(server.connections(), 2);
 }
 
+TEST(ClientTest, ConnectionClosedJustAfterAReplyIsReplacedWithoutFailing) {
+  // Too soon for the idle probe: send() meets the closed peer (EPIPE) before
+  // anything was sent, and the client sends again on a new connection.
+  FakeServer server([](const v1::Request& request, v1::Response& response) {
+    FakeServer::allow_all(request, response);
+    return Action::kReplyThenClose;
+  });
+  Client client(options_for(server));
+  for (int i = 0; i < 5; ++i) {
+    const Decision d = client.check(kAlice);
+    EXPECT_EQ(d.status, DecisionStatus::kOk) << i << ": " << d.error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server.connections(), 5);
+}
+
 TEST(ClientTest, NoDaemonFailsOpenByDefaultAndClosedWhenAsked) {
   FakeServer server;  // only for its temporary directory
   ClientOptions options;
