@@ -252,6 +252,36 @@ TEST(SmoothWarmingUpTest, WarmUpTimeIsHonouredEvenWithWeights) {
   }
 }
 
+TEST(SmoothWarmingUpTest, TryAcquireOnAWarmLimiterIsAStrictSpacing) {
+  // Once warm, stored permits cost the stable interval like fresh ones, so
+  // idle time before a request is never won back: try_acquire admits only
+  // requests at least one interval apart. Offered 9 ms apart against 10 ms,
+  // a warm limiter admits every other one (55/s of 100/s); the bursty one
+  // spends what idleness stores and admits 100/s.
+  SmoothWarmingUp::Params w{100, kUsPerSecond, 200 * kUsPerMs, 3, 0};
+  SmoothBursty::Params b{100, kUsPerSecond, 100 * kUsPerMs, 0};
+  SmoothWarmingUp::State ws = SmoothWarmingUp::fresh(w, 0);
+  SmoothBursty::State bs = SmoothBursty::empty(b, 0);
+  // Warm up first: drain the ramp.
+  for (TimeUs t = 0; t < 2 * kUsPerSecond; t += kUsPerMs) {
+    if (SmoothWarmingUp::evaluate(ws, w, 1, t).allowed) SmoothWarmingUp::commit(ws, w, 1, t);
+  }
+  int warm = 0;
+  int bursty = 0;
+  for (TimeUs t = 2 * kUsPerSecond; t < 12 * kUsPerSecond; t += 9 * kUsPerMs) {
+    if (SmoothWarmingUp::evaluate(ws, w, 1, t).allowed) {
+      SmoothWarmingUp::commit(ws, w, 1, t);
+      ++warm;
+    }
+    if (SmoothBursty::evaluate(bs, b, 1, t).allowed) {
+      SmoothBursty::commit(bs, b, 1, t);
+      ++bursty;
+    }
+  }
+  EXPECT_EQ(warm, 556);  // every other request of 1112
+  EXPECT_EQ(bursty, 1000 + 10);  // 100/s, and the 100 ms burst stored before
+}
+
 // Guava's SmoothRateLimiter, transcribed with doubles: the reference.
 struct GuavaModel {
   bool warming;
