@@ -115,95 +115,174 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
                    /*close=*/true);
 }
 
+Outcome Dispatcher::too_many_checks(std::size_t count, v1::Response& response) {
+  ++counters_.too_many_checks;
+  return set_error(response, v1::Error::TOO_MANY_CHECKS,
+                   std::to_string(count) + " checks in one frame; max_checks_per_frame is " +
+                       std::to_string(settings_.max_checks_per_frame),
+                   /*close=*/false);
+}
+
 Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
                                  v1::Response& response) {
   const auto count = static_cast<std::size_t>(body.checks_size());
-  if (count > settings_.max_checks_per_frame) {
-    ++counters_.too_many_checks;
-    return set_error(response, v1::Error::TOO_MANY_CHECKS,
-                     std::to_string(count) + " checks in one frame; max_checks_per_frame is " +
-                         std::to_string(settings_.max_checks_per_frame),
-                     /*close=*/false);
-  }
+  if (count > settings_.max_checks_per_frame) return too_many_checks(count, response);
   if (spare_check_ != nullptr) response.set_allocated_check(spare_check_.release());
   v1::CheckResponse* out = response.mutable_check();
-  for (const v1::Check& check : body.checks()) decide(check, now, *out->add_results());
+  for (const v1::Check& check : body.checks()) {
+    CheckFields fields;
+    fields.has_cost = check.has_cost();
+    fields.cost = check.cost();
+    fields.has_inline_limit = check.has_inline_limit();
+    if (fields.has_inline_limit) {
+      const v1::InlineLimit& limit = check.inline_limit();
+      fields.inline_key = limit.key();
+      fields.inline_limit = limit.limit();
+      fields.inline_period_ms = limit.period_ms();
+      fields.inline_burst = limit.burst();
+    }
+    descriptors_.clear();
+    for (const v1::Descriptor& d : check.descriptors()) {
+      descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
+    }
+    decide(fields, now);
+
+    v1::CheckResult& result = *out->add_results();
+    result.set_allowed(output_.allowed);
+    result.set_status(to_proto(output_.status));
+    if (!output_.error.empty()) result.set_error(output_.error);
+    for (const core::RuleVerdict& verdict : output_.rules) {
+      v1::RuleResult* rule = result.add_rules();
+      rule->set_name(verdict.name.data(), verdict.name.size());
+      rule->set_allowed(verdict.allowed);
+      rule->set_limit(static_cast<std::uint64_t>(verdict.params.limit));
+      rule->set_period_ms(static_cast<std::uint64_t>(verdict.params.period_us / core::kUsPerMs));
+      rule->set_burst(static_cast<std::uint64_t>(verdict.params.burst));
+      rule->set_remaining(static_cast<std::uint64_t>(std::max<std::int64_t>(0, verdict.remaining)));
+      rule->set_retry_after_us(verdict.retry_after_us);
+      rule->set_reset_after_us(verdict.reset_after_us);
+    }
+  }
   return {};
 }
 
-void Dispatcher::set_invalid(v1::CheckResult& result, std::string message) {
-  ++counters_.invalid_checks;
-  result.set_allowed(false);
-  result.set_status(v1::CheckResult::INVALID);
-  result.set_error(std::move(message));
+bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::Response& response,
+                               std::string& out, Outcome& outcome) {
+  // Too many checks, another version, another body: the slow path says why.
+  if (!wire::decode_check_request(payload, request_view_) ||
+      request_view_.checks.size() > settings_.max_checks_per_frame) {
+    return false;
+  }
+  ++counters_.frames_received;
+  ++counters_.check_requests;
+  writer_.begin(request_view_.id);
+  for (const wire::CheckView& check : request_view_.checks) {
+    CheckFields fields;
+    fields.has_cost = check.has_cost;
+    fields.cost = check.cost;
+    fields.has_inline_limit = check.has_inline_limit;
+    fields.inline_key = check.inline_limit.key;
+    fields.inline_limit = check.inline_limit.limit;
+    fields.inline_period_ms = check.inline_limit.period_ms;
+    fields.inline_burst = check.inline_limit.burst;
+    descriptors_.clear();
+    for (std::uint32_t i = 0; i < check.descriptor_count; ++i) {
+      const wire::DescriptorView& d = request_view_.descriptors[check.first_descriptor + i];
+      descriptors_.push_back(core::Descriptor{.key = d.key, .value = d.value});
+    }
+    decide(fields, now);
+
+    rule_views_.clear();
+    for (const core::RuleVerdict& verdict : output_.rules) {
+      rule_views_.push_back(wire::RuleResultView{
+          .name = verdict.name,
+          .allowed = verdict.allowed,
+          .limit = static_cast<std::uint64_t>(verdict.params.limit),
+          .period_ms = static_cast<std::uint64_t>(verdict.params.period_us / core::kUsPerMs),
+          .burst = static_cast<std::uint64_t>(verdict.params.burst),
+          .remaining = static_cast<std::uint64_t>(std::max<std::int64_t>(0, verdict.remaining)),
+          .retry_after_us = verdict.retry_after_us,
+          .reset_after_us = verdict.reset_after_us});
+    }
+    writer_.add_result(output_.allowed, to_proto(output_.status), output_.error, rule_views_.data(),
+                       rule_views_.size());
+  }
+  outcome = {};
+  const std::size_t bytes = writer_.payload_bytes();
+  if (bytes <= settings_.max_response_bytes) {
+    writer_.finish(out);
+    return true;
+  }
+  // The checks were decided (and charged); the client learns only that it
+  // must send fewer per frame, exactly as append_response tells it.
+  ++counters_.responses_too_large;
+  recycle(response);
+  response.set_id(request_view_.id);
+  outcome = set_error(response, v1::Error::TOO_MANY_CHECKS,
+                      "the answer (" + std::to_string(bytes) + " bytes) is above max_response_bytes (" +
+                          std::to_string(settings_.max_response_bytes) +
+                          "); send fewer checks per frame",
+                      /*close=*/false);
+  if (!wire::append_message_frame(out, response, settings_.max_response_bytes)) {
+    wire::append_message_frame(out, response, UINT32_MAX);
+  }
+  return true;
 }
 
-void Dispatcher::decide(const v1::Check& check, core::TimeUs now, v1::CheckResult& result) {
+void Dispatcher::set_invalid(std::string message) {
+  ++counters_.invalid_checks;
+  output_.clear();
+  output_.allowed = false;
+  output_.status = core::CheckStatus::kInvalid;
+  output_.error = std::move(message);
+}
+
+void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
   core::CheckInput input;
 
   // Values that do not fit the core's types are refused here (this check is
   // INVALID, the others in the frame proceed); the core validates the rest.
-  if (check.has_cost()) {
-    if (check.cost() > static_cast<std::uint64_t>(core::kMaxTokens)) {
-      return set_invalid(result, too_big("cost", check.cost(), core::kMaxTokens));
+  if (check.has_cost) {
+    if (check.cost > static_cast<std::uint64_t>(core::kMaxTokens)) {
+      return set_invalid(too_big("cost", check.cost, core::kMaxTokens));
     }
-    input.cost = static_cast<std::int64_t>(check.cost());
+    input.cost = static_cast<std::int64_t>(check.cost);
   }
 
-  if (check.has_inline_limit()) {
-    const v1::InlineLimit& limit = check.inline_limit();
-    if (limit.key().empty()) {
+  if (check.has_inline_limit) {
+    if (check.inline_key.empty()) {
       // An empty InlineLimit is how some encoders say "none"; numbers without
       // a key are a limit the client meant but the daemon could not apply.
-      if (limit.limit() != 0 || limit.period_ms() != 0 || limit.burst() != 0) {
-        return set_invalid(result, "inline_limit has no key");
+      if (check.inline_limit != 0 || check.inline_period_ms != 0 || check.inline_burst != 0) {
+        return set_invalid("inline_limit has no key");
       }
     } else {
-      if (limit.period_ms() == 0) {
-        return set_invalid(result, "inline_limit.period_ms must be above 0");
+      if (check.inline_period_ms == 0) {
+        return set_invalid("inline_limit.period_ms must be above 0");
       }
-      if (limit.period_ms() > kMaxPeriodMs) {
-        return set_invalid(result, too_big("inline_limit.period_ms", limit.period_ms(),
-                                           static_cast<std::int64_t>(kMaxPeriodMs)));
+      if (check.inline_period_ms > kMaxPeriodMs) {
+        return set_invalid(too_big("inline_limit.period_ms", check.inline_period_ms,
+                                   static_cast<std::int64_t>(kMaxPeriodMs)));
       }
-      if (limit.limit() > static_cast<std::uint64_t>(core::kMaxTokens)) {
-        return set_invalid(result, too_big("inline_limit.limit", limit.limit(), core::kMaxTokens));
+      if (check.inline_limit > static_cast<std::uint64_t>(core::kMaxTokens)) {
+        return set_invalid(too_big("inline_limit.limit", check.inline_limit, core::kMaxTokens));
       }
-      if (limit.burst() > static_cast<std::uint64_t>(core::kMaxTokens)) {
-        return set_invalid(result, too_big("inline_limit.burst", limit.burst(), core::kMaxTokens));
+      if (check.inline_burst > static_cast<std::uint64_t>(core::kMaxTokens)) {
+        return set_invalid(too_big("inline_limit.burst", check.inline_burst, core::kMaxTokens));
       }
-      inline_limit_.key = limit.key();
-      inline_limit_.params.limit = static_cast<std::int64_t>(limit.limit());
+      inline_limit_.key = check.inline_key;
+      inline_limit_.params.limit = static_cast<std::int64_t>(check.inline_limit);
       inline_limit_.params.period_us =
-          static_cast<std::int64_t>(limit.period_ms()) * core::kUsPerMs;
-      inline_limit_.params.burst = limit.burst() == 0 ? inline_limit_.params.limit
-                                                      : static_cast<std::int64_t>(limit.burst());
+          static_cast<std::int64_t>(check.inline_period_ms) * core::kUsPerMs;
+      inline_limit_.params.burst = check.inline_burst == 0
+                                       ? inline_limit_.params.limit
+                                       : static_cast<std::int64_t>(check.inline_burst);
       input.inline_limit = &inline_limit_;
     }
   }
 
-  descriptors_.clear();
-  for (const v1::Descriptor& d : check.descriptors()) {
-    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
-  }
   input.descriptors = descriptors_;
-
   limiter_.check(input, now, output_);
-
-  result.set_allowed(output_.allowed);
-  result.set_status(to_proto(output_.status));
-  if (!output_.error.empty()) result.set_error(output_.error);
-  for (const core::RuleVerdict& verdict : output_.rules) {
-    v1::RuleResult* rule = result.add_rules();
-    rule->set_name(verdict.name.data(), verdict.name.size());
-    rule->set_allowed(verdict.allowed);
-    rule->set_limit(static_cast<std::uint64_t>(verdict.params.limit));
-    rule->set_period_ms(static_cast<std::uint64_t>(verdict.params.period_us / core::kUsPerMs));
-    rule->set_burst(static_cast<std::uint64_t>(verdict.params.burst));
-    rule->set_remaining(static_cast<std::uint64_t>(std::max<std::int64_t>(0, verdict.remaining)));
-    rule->set_retry_after_us(verdict.retry_after_us);
-    rule->set_reset_after_us(verdict.reset_after_us);
-  }
 }
 
 bool Dispatcher::append_response(v1::Response& response, std::string& out) {

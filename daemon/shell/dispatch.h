@@ -16,6 +16,7 @@
 #include "core/time.h"
 #include "shell/counters.h"
 #include "shell/status.h"
+#include "wire/check_codec.h"
 
 namespace rlimit::v1 {
 class Request;
@@ -52,6 +53,16 @@ class Dispatcher {
   // Answers a decoded request.
   Outcome handle(const v1::Request& request, core::TimeUs now, v1::Response& response);
 
+  // The fast path for the frame nearly every client sends: a CheckRequest in
+  // the common shape (wire/check_codec.h) is decoded and answered without
+  // building protobuf messages, and the framed answer appended to `out`.
+  // Returns false, having done nothing, for any other frame: answer that one
+  // with handle_frame. The answer is the same either way. If it would exceed
+  // max_response_bytes, `response` holds the Error sent instead and the
+  // outcome says error.
+  bool answer_checks(std::string_view payload, core::TimeUs now, v1::Response& response,
+                     std::string& out, Outcome& outcome);
+
   // Answers a frame whose header declared more than max_frame_bytes.
   Outcome frame_too_large(std::uint32_t declared_bytes, v1::Response& response);
 
@@ -61,9 +72,24 @@ class Dispatcher {
   bool append_response(v1::Response& response, std::string& out);
 
  private:
+  // One check as read from either decoder; its descriptors are in
+  // descriptors_.
+  struct CheckFields {
+    bool has_cost = false;
+    std::uint64_t cost = 0;
+    bool has_inline_limit = false;
+    std::string_view inline_key;
+    std::uint64_t inline_limit = 0;
+    std::uint64_t inline_period_ms = 0;
+    std::uint64_t inline_burst = 0;
+  };
+
   Outcome handle_check(const v1::CheckRequest& body, core::TimeUs now, v1::Response& response);
-  void decide(const v1::Check& check, core::TimeUs now, v1::CheckResult& result);
-  void set_invalid(v1::CheckResult& result, std::string message);
+  // Decides one check into output_ (an INVALID output when the check's values
+  // do not fit the core's types).
+  void decide(const CheckFields& check, core::TimeUs now);
+  void set_invalid(std::string message);
+  Outcome too_many_checks(std::size_t count, v1::Response& response);
   // Clears `response`, keeping its CheckResponse's allocations for reuse.
   void recycle(v1::Response& response);
 
@@ -77,6 +103,9 @@ class Dispatcher {
   core::InlineLimit inline_limit_;
   core::CheckOutput output_;
   std::unique_ptr<v1::CheckResponse> spare_check_;
+  wire::CheckRequestView request_view_;
+  wire::CheckResponseWriter writer_;
+  std::vector<wire::RuleResultView> rule_views_;
 };
 
 }  // namespace rlimit::shell

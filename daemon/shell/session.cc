@@ -114,10 +114,18 @@ Session::Batch Session::answer_buffered() {
         outcome = dispatcher_.frame_too_large(frame.declared_bytes, *response_);
         in_begin_ = in_end_;
         break;
-      case wire::FrameStatus::kComplete:
-        outcome = dispatcher_.handle_frame(frame.payload, steady_now_us(), *request_, *response_);
+      case wire::FrameStatus::kComplete: {
+        const core::TimeUs now = steady_now_us();
+        // Checks in the common shape are answered straight into out_.
+        if (dispatcher_.answer_checks(frame.payload, now, *response_, out_, outcome)) {
+          in_begin_ += frame.consumed;
+          if (outcome.error) log_error_reply(outcome.close);
+          continue;
+        }
+        outcome = dispatcher_.handle_frame(frame.payload, now, *request_, *response_);
         in_begin_ += frame.consumed;
         break;
+      }
     }
     const bool fits = dispatcher_.append_response(*response_, out_);
     if (outcome.error || !fits) log_error_reply(outcome.close);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <string>
 #include <utility>
@@ -443,6 +444,135 @@ TEST(MemberInfoTest, NeverHeardIsMinusOne) {
   member.state = core::MemberState::kSuspect;
   fill_member_info(member, /*self=*/false, 5'000'000, info);
   EXPECT_EQ(info.state(), "suspect");
+}
+
+// The fast path (wire/check_codec.h) against the protobuf path: two
+// dispatchers over identical limiters get the same frames; every answer must
+// be the same bytes, and every counter the same number.
+class FastPathTest : public ::testing::Test {
+ protected:
+  struct Side {
+    explicit Side(const config::DaemonSettings& settings, const StatusContext& status)
+        : limiter(core::LimiterOptions{}, per_user_rules(3, 3)),
+          dispatcher(limiter, settings, counters, status) {}
+    ShellCounters counters;
+    core::Limiter limiter;
+    Dispatcher dispatcher;
+    v1::Request request;
+    v1::Response response;
+    std::string out;
+  };
+
+  FastPathTest() : fast_(settings_, status_), slow_(settings_, status_) {}
+
+  // Answers `payload` both ways; returns whether the fast path took it.
+  bool both(const std::string& payload, core::TimeUs now) {
+    Dispatcher::Outcome fast_outcome;
+    const bool taken =
+        fast_.dispatcher.answer_checks(payload, now, fast_.response, fast_.out, fast_outcome);
+    if (!taken) {
+      fast_outcome = fast_.dispatcher.handle_frame(payload, now, fast_.request, fast_.response);
+      if (!fast_.dispatcher.append_response(fast_.response, fast_.out)) fast_outcome.error = true;
+    }
+    Dispatcher::Outcome slow_outcome =
+        slow_.dispatcher.handle_frame(payload, now, slow_.request, slow_.response);
+    if (!slow_.dispatcher.append_response(slow_.response, slow_.out)) slow_outcome.error = true;
+    EXPECT_EQ(fast_outcome.error, slow_outcome.error);
+    EXPECT_EQ(fast_outcome.close, slow_outcome.close);
+    return taken;
+  }
+
+  void expect_same_state() {
+    EXPECT_EQ(fast_.out, slow_.out);
+    std::vector<std::uint64_t> a, b;
+    for_each_counter(fast_.counters, [&](std::string_view, std::uint64_t v) { a.push_back(v); });
+    for_each_counter(slow_.counters, [&](std::string_view, std::uint64_t v) { b.push_back(v); });
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(fast_.limiter.stats().allowed, slow_.limiter.stats().allowed);
+    EXPECT_EQ(fast_.limiter.stats().denied, slow_.limiter.stats().denied);
+    EXPECT_EQ(fast_.limiter.stats().invalid, slow_.limiter.stats().invalid);
+  }
+
+  config::DaemonSettings settings_;
+  StatusContext status_;
+  Side fast_;
+  Side slow_;
+};
+
+TEST_F(FastPathTest, AnswersExactlyAsTheProtobufPath) {
+  std::mt19937_64 rng(11);
+  int taken = 0;
+  for (int n = 0; n < 3000; ++n) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(rng() % 1000);
+    v1::CheckRequest* body = request.mutable_check();
+    const int checks = static_cast<int>(rng() % 4);
+    for (int i = 0; i < checks; ++i) {
+      v1::Check* check = body->add_checks();
+      const int descriptors = static_cast<int>(rng() % 3);
+      for (int d = 0; d < descriptors; ++d) {
+        v1::Descriptor* descriptor = check->add_descriptors();
+        descriptor->set_key(rng() % 4 == 0 ? "tier" : "user");  // duplicates are INVALID
+        descriptor->set_value("u" + std::to_string(rng() % 20));
+      }
+      switch (rng() % 6) {
+        case 0:
+          check->set_cost(0);
+          break;
+        case 1:
+          check->set_cost(rng() % 5);
+          break;
+        case 2:
+          check->set_cost(std::uint64_t{1} << 60);  // above kMaxTokens: INVALID
+          break;
+        default:
+          break;
+      }
+      if (rng() % 4 == 0) {
+        v1::InlineLimit* limit = check->mutable_inline_limit();
+        if (rng() % 4 != 0) limit->set_key("inline-" + std::to_string(rng() % 3));
+        limit->set_limit(rng() % 3 == 0 ? 0 : rng() % 10);
+        limit->set_period_ms(rng() % 5 == 0 ? 0 : 1000);
+        if (rng() % 2 == 0) limit->set_burst(rng() % 10);
+      }
+    }
+    if (rng() % 50 == 0) request.set_version(static_cast<v1::Version>(2));
+    if (rng() % 50 == 0) request.mutable_status();
+    taken += both(request.SerializeAsString(), kNow + n * 1000) ? 1 : 0;
+  }
+  expect_same_state();
+  EXPECT_GT(taken, 2500);
+}
+
+TEST_F(FastPathTest, TooManyChecksAndTooLargeAnswersMatch) {
+  settings_.max_checks_per_frame = 5;
+  settings_.max_response_bytes = 150;
+  for (int checks : {1, 3, 5, 6, 20}) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(static_cast<std::uint64_t>(checks));
+    for (int i = 0; i < checks; ++i) {
+      v1::Descriptor* d = request.mutable_check()->add_checks()->add_descriptors();
+      d->set_key("user");
+      d->set_value("frank");
+    }
+    const bool taken = both(request.SerializeAsString(), kNow);
+    EXPECT_EQ(taken, checks <= 5) << checks;
+  }
+  expect_same_state();
+  EXPECT_EQ(fast_.counters.too_many_checks, 2u);
+  EXPECT_GE(fast_.counters.responses_too_large, 1u);
+}
+
+TEST_F(FastPathTest, LeavesOtherFramesAloneAndCountsNothing) {
+  Dispatcher::Outcome outcome;
+  for (const std::string& payload :
+       {std::string("\x0a\x7fnot protobuf"), std::string(), members_request(3).SerializeAsString()}) {
+    EXPECT_FALSE(fast_.dispatcher.answer_checks(payload, kNow, fast_.response, fast_.out, outcome));
+  }
+  EXPECT_TRUE(fast_.out.empty());
+  EXPECT_EQ(fast_.counters.frames_received, 0u);
 }
 
 }  // namespace
