@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "rlimit/v1/client.pb.h"
+#include "wire/check_codec.h"
 #include "wire/frame.h"
 
 namespace rlimit {
@@ -88,6 +89,26 @@ void decode_result(const pb::CheckResult& result, Decision& out) {
   }
 }
 
+void decode_result(const wire::CheckResponseView& response, const wire::CheckResultView& result,
+                   Decision& out) {
+  out.allowed = result.allowed;
+  out.status = map_status(static_cast<pb::CheckResult::Status>(result.status));
+  out.error.assign(result.error);
+  out.rules.resize(result.rule_count);
+  for (std::uint32_t i = 0; i < result.rule_count; ++i) {
+    const wire::RuleResultView& r = response.rules[result.first_rule + i];
+    RuleStatus& s = out.rules[i];
+    s.name.assign(r.name);
+    s.allowed = r.allowed;
+    s.limit = r.limit;
+    s.period_ms = r.period_ms;
+    s.burst = r.burst;
+    s.remaining = r.remaining;
+    s.retry_after_us = r.retry_after_us;
+    s.reset_after_us = r.reset_after_us;
+  }
+}
+
 std::string describe_error(const pb::Error& error) {
   std::string text = "daemon error ";
   const std::string& name = pb::Error::Code_Name(error.code());
@@ -100,27 +121,24 @@ std::string describe_error(const pb::Error& error) {
   return text;
 }
 
-void fill_check(std::span<const Descriptor> descriptors, std::uint64_t cost,
-                const InlineLimit* inline_limit, pb::Check& check) {
-  for (const Descriptor& d : descriptors) {
-    pb::Descriptor* out = check.add_descriptors();
-    out->set_key(d.key);
-    out->set_value(d.value);
-  }
+// Checks go out through the hand-written encoder (wire/check_codec.h): the
+// same bytes protobuf would write, without building a message per call.
+void write_check(std::span<const Descriptor> descriptors, std::uint64_t cost,
+                 const InlineLimit* inline_limit, wire::CheckRequestWriter& writer) {
+  writer.begin_check();
+  for (const Descriptor& d : descriptors) writer.add_descriptor(d.key, d.value);
   // Unset means 1 on the wire; leaving it out keeps the common frame small.
-  if (cost != 1) check.set_cost(cost);
+  if (cost != 1) writer.set_cost(cost);
   if (inline_limit != nullptr) {
-    pb::InlineLimit* limit = check.mutable_inline_limit();
-    limit->set_key(inline_limit->key);
-    limit->set_limit(inline_limit->limit);
-    limit->set_period_ms(inline_limit->period_ms);
-    limit->set_burst(inline_limit->burst);
+    writer.set_inline_limit(inline_limit->key, inline_limit->limit, inline_limit->period_ms,
+                            inline_limit->burst);
   }
+  writer.end_check();
 }
 
-void fill_check(const CheckRequest& request, pb::Check& check) {
-  fill_check(request.descriptors, request.cost,
-             request.inline_limit ? &*request.inline_limit : nullptr, check);
+void write_check(const CheckRequest& request, wire::CheckRequestWriter& writer) {
+  write_check(request.descriptors, request.cost,
+              request.inline_limit ? &*request.inline_limit : nullptr, writer);
 }
 
 std::string errno_text(const char* what, int err) {
@@ -355,6 +373,17 @@ struct Client::Impl {
     return true;
   }
 
+  // The same for a CheckRequest, whose checks `write(writer)` adds.
+  template <typename Write>
+  bool queue_checks(Kind kind, std::uint64_t id, Write&& write) {
+    writer.begin(id);
+    write(writer);
+    if (!writer.finish(out, options.max_frame_bytes)) return false;
+    in_flight.push_back({id, kind});
+    ++unsent_frames;
+    return true;
+  }
+
   Ticket* find_ticket(std::uint64_t id) {
     // Replies arrive in order, so the answer is almost always right after the
     // last one found; fall back to a scan for safety.
@@ -374,9 +403,13 @@ struct Client::Impl {
   }
 
   // Decodes the complete frames in `in` until `done()`. A sync reply stops the
-  // loop with `sync_response` pointing at it (valid until the next arena reset).
+  // loop with `sync_reply` set: check replies in the common shape are read
+  // into `view` (pointing into `in`, which is then left as it is until the
+  // next call), anything else is parsed by protobuf (valid until the next
+  // arena reset).
   template <typename Done>
   bool process_frames(Done&& done, Failure& failure) {
+    bool keep_input = false;
     while (!done()) {
       const std::string_view buffered(in.data() + in_offset, in.size() - in_offset);
       const wire::FrameView frame = wire::next_frame(
@@ -388,21 +421,27 @@ struct Client::Impl {
                                                        " bytes is above the reply limit"};
         return false;
       }
-      arena.Reset();
-      auto* response = google::protobuf::Arena::CreateMessage<pb::Response>(&arena);
-      if (!response->ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
-        failure = {DecisionStatus::kProtocolError, "malformed reply frame"};
-        return false;
+      const pb::Response* response = nullptr;
+      const bool fast = wire::decode_check_response(frame.payload, view);
+      if (!fast) {
+        arena.Reset();
+        auto* parsed = google::protobuf::Arena::CreateMessage<pb::Response>(&arena);
+        if (!parsed->ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
+          failure = {DecisionStatus::kProtocolError, "malformed reply frame"};
+          return false;
+        }
+        response = parsed;
       }
       in_offset += frame.consumed;
-      if (in_flight.empty() || response->id() != in_flight.front().id) {
+      const std::uint64_t id = fast ? view.id : response->id();
+      if (in_flight.empty() || id != in_flight.front().id) {
         // Out of step with the daemon (e.g. an Error for a frame it could not
         // read, carrying id 0): nothing later on this stream can be trusted.
         failure.status = DecisionStatus::kProtocolError;
         failure.message =
-            response->has_error()
+            response != nullptr && response->has_error()
                 ? describe_error(response->error())
-                : "reply id " + std::to_string(response->id()) +
+                : "reply id " + std::to_string(id) +
                       (in_flight.empty() ? " with nothing outstanding"
                                          : ", expected " + std::to_string(in_flight.front().id));
         return false;
@@ -410,14 +449,20 @@ struct Client::Impl {
       const InFlight answered = in_flight.front();
       in_flight.pop_front();
       if (answered.kind == Kind::kSync) {
-        sync_response = response;
+        sync_reply = {response, fast, true};
+        keep_input = fast;
         break;
       }
       Ticket* ticket = find_ticket(answered.id);
       if (ticket == nullptr) continue;  // cannot happen: every ticket is kept until received
       ticket->ready = true;
-      decode_check_reply(*response, 1, &ticket->decision, nullptr);
+      if (fast) {
+        decode_check_reply(view, 1, &ticket->decision, nullptr);
+      } else {
+        decode_check_reply(*response, 1, &ticket->decision, nullptr);
+      }
     }
+    if (keep_input) return true;
     if (in_offset == in.size()) {
       in.clear();
       in_offset = 0;
@@ -426,6 +471,32 @@ struct Client::Impl {
       in_offset = 0;
     }
     return true;
+  }
+
+  // decode_check_reply for a reply read by the fast decoder.
+  void decode_check_reply(const wire::CheckResponseView& response, std::size_t count,
+                          Decision* one, std::vector<Decision>* many) {
+    if (many != nullptr) many->resize(count);
+    if (response.results.size() == count) {
+      for (std::size_t i = 0; i < count; ++i) {
+        decode_result(response, response.results[i], one != nullptr ? *one : (*many)[i]);
+      }
+      return;
+    }
+    const std::string problem = "reply carries " + std::to_string(response.results.size()) +
+                                " results for " + std::to_string(count) + " checks";
+    for (std::size_t i = 0; i < count; ++i) {
+      (one != nullptr ? *one : (*many)[i]) = fail_decision(DecisionStatus::kProtocolError, problem);
+    }
+  }
+
+  // A sync call's reply as process_frames left it.
+  void decode_sync_check_reply(std::size_t count, Decision* one, std::vector<Decision>* many) {
+    if (sync_reply.fast) {
+      decode_check_reply(view, count, one, many);
+    } else {
+      decode_check_reply(*sync_reply.message, count, one, many);
+    }
   }
 
   // Fills `count` decisions (into `one`, or into `many` resized to `count`)
@@ -591,37 +662,52 @@ struct Client::Impl {
     }
   }
 
-  // Sends one request built by `fill` and waits for its reply. On success
-  // returns the reply (valid until the next arena reset); on failure nullptr
-  // with `failure` set.
-  template <typename Fill>
-  const pb::Response* round_trip(Fill&& fill, Failure& failure) {
+  // Sends one request queued by `queue(id)` and waits for its reply. On
+  // success returns true with `sync_reply` set; on failure false with
+  // `failure` set.
+  template <typename Queue>
+  bool round_trip(Queue&& queue, Failure& failure) {
     const Clock::time_point now = Clock::now();
     const Clock::time_point until = now + std::chrono::milliseconds(options.timeout_ms);
     drop_if_stale(now);
     const std::uint64_t id = next_id++;
-    if (!queue_request(Kind::kSync, id, fill)) {
+    if (!queue(id)) {
       failure = {DecisionStatus::kProtocolError, "request exceeds max_frame_bytes (" +
                                                      std::to_string(options.max_frame_bytes) + ")"};
-      return nullptr;
+      return false;
     }
-    sync_response = nullptr;
-    const auto answered = [this] { return sync_response != nullptr; };
-    if (!pump(until, answered, failure)) return nullptr;
-    return sync_response;
+    sync_reply = {};
+    const auto answered = [this] { return sync_reply.done; };
+    return pump(until, answered, failure);
+  }
+
+  // A status or members request: protobuf both ways. nullptr on failure, or
+  // when the reply is a check reply (which no status request gets).
+  template <typename Fill>
+  const pb::Response* round_trip_message(Fill&& fill, Failure& failure) {
+    const bool ok = round_trip(
+        [&](std::uint64_t id) { return queue_request(Kind::kSync, id, fill); }, failure);
+    if (!ok) return nullptr;
+    if (sync_reply.fast) {
+      static const pb::Response kEmpty;
+      return &kEmpty;  // no status, no members: the caller says so
+    }
+    return sync_reply.message;
   }
 
   Decision check_one(std::span<const Descriptor> descriptors, std::uint64_t cost,
                      const InlineLimit* inline_limit) {
     Failure failure;
-    const pb::Response* response = round_trip(
-        [&](pb::Request& r) {
-          fill_check(descriptors, cost, inline_limit, *r.mutable_check()->add_checks());
+    const bool ok = round_trip(
+        [&](std::uint64_t id) {
+          return queue_checks(Kind::kSync, id, [&](wire::CheckRequestWriter& w) {
+            write_check(descriptors, cost, inline_limit, w);
+          });
         },
         failure);
-    if (response == nullptr) return fail_decision(failure.status, std::move(failure.message));
+    if (!ok) return fail_decision(failure.status, std::move(failure.message));
     Decision decision;
-    decode_check_reply(*response, 1, &decision, nullptr);
+    decode_sync_check_reply(1, &decision, nullptr);
     return decision;
   }
 
@@ -644,7 +730,14 @@ struct Client::Impl {
 
   std::unique_ptr<char[]> arena_block;
   google::protobuf::Arena arena;
-  const pb::Response* sync_response = nullptr;
+  wire::CheckRequestWriter writer;
+  wire::CheckResponseView view;
+  struct SyncReply {
+    const pb::Response* message = nullptr;  // parsed by protobuf, or
+    bool fast = false;                      // read into `view`
+    bool done = false;
+  };
+  SyncReply sync_reply;
 
   std::uint32_t backoff_ms;
   Clock::time_point next_connect_at{};
@@ -674,17 +767,18 @@ std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests
   if (requests.empty()) return decisions;
   Impl& impl = *impl_;
   Impl::Failure failure;
-  const v1::Response* response = impl.round_trip(
-      [&](v1::Request& r) {
-        v1::CheckRequest* body = r.mutable_check();
-        for (const CheckRequest& request : requests) fill_check(request, *body->add_checks());
+  const bool ok = impl.round_trip(
+      [&](std::uint64_t id) {
+        return impl.queue_checks(Impl::Kind::kSync, id, [&](wire::CheckRequestWriter& w) {
+          for (const CheckRequest& request : requests) write_check(request, w);
+        });
       },
       failure);
-  if (response == nullptr) {
+  if (!ok) {
     decisions.assign(requests.size(), impl.fail_decision(failure.status, failure.message));
     return decisions;
   }
-  impl.decode_check_reply(*response, requests.size(), nullptr, &decisions);
+  impl.decode_sync_check_reply(requests.size(), nullptr, &decisions);
   return decisions;
 }
 
@@ -692,8 +786,8 @@ std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
   impl.drop_if_stale(Clock::now());
-  const bool queued = impl.queue_request(Impl::Kind::kTicket, id, [&](v1::Request& r) {
-    fill_check(request, *r.mutable_check()->add_checks());
+  const bool queued = impl.queue_checks(Impl::Kind::kTicket, id, [&](wire::CheckRequestWriter& w) {
+    write_check(request, w);
   });
   if (queued) {
     impl.tickets.push_back({id, false, {}});
@@ -744,7 +838,7 @@ std::optional<DaemonStatus> Client::status(std::string* error) {
   Impl& impl = *impl_;
   Impl::Failure failure;
   const v1::Response* response =
-      impl.round_trip([](v1::Request& r) { r.mutable_status(); }, failure);
+      impl.round_trip_message([](v1::Request& r) { r.mutable_status(); }, failure);
   if (response == nullptr) {
     if (error != nullptr) *error = std::move(failure.message);
     return std::nullopt;
@@ -780,7 +874,7 @@ std::optional<ClusterMembers> Client::members(std::string* error) {
   Impl& impl = *impl_;
   Impl::Failure failure;
   const v1::Response* response =
-      impl.round_trip([](v1::Request& r) { r.mutable_members(); }, failure);
+      impl.round_trip_message([](v1::Request& r) { r.mutable_members(); }, failure);
   if (response == nullptr) {
     if (error != nullptr) *error = std::move(failure.message);
     return std::nullopt;
