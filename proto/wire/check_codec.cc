@@ -1,6 +1,7 @@
 #include "wire/check_codec.h"
 
 #include <cstring>
+#include <vector>
 
 #include "wire/frame.h"
 
@@ -56,6 +57,33 @@ void put_string_field(std::string& out, std::uint32_t field, std::string_view s)
 void put_message_header(std::string& out, std::uint32_t field, std::size_t bytes) {
   out.push_back(tag(field, kLength));
   put_varint(out, bytes);
+}
+
+// The same writers on a raw cursor, for a buffer already sized: the response
+// is written once its size is known, without a bounds check per byte.
+char* write_varint(char* p, std::uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+char* write_varint_field(char* p, std::uint32_t field, std::uint64_t v) {
+  if (v == 0) return p;
+  *p++ = tag(field, kVarint);
+  return write_varint(p, v);
+}
+char* write_string_field(char* p, std::uint32_t field, std::string_view s) {
+  if (s.empty()) return p;
+  *p++ = tag(field, kLength);
+  p = write_varint(p, s.size());
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+char* write_message_header(char* p, std::uint32_t field, std::size_t bytes) {
+  *p++ = tag(field, kLength);
+  return write_varint(p, bytes);
 }
 
 // proto3 `string` fields must be UTF-8, which protobuf checks; plain ASCII
@@ -300,9 +328,12 @@ void CheckRequestWriter::begin(std::uint64_t id) {
 void CheckRequestWriter::begin_check() { check_.clear(); }
 
 void CheckRequestWriter::add_descriptor(std::string_view key, std::string_view value) {
-  put_message_header(check_, 1, string_field_bytes(key) + string_field_bytes(value));
-  put_string_field(check_, 1, key);
-  put_string_field(check_, 2, value);
+  const std::size_t bytes = string_field_bytes(key) + string_field_bytes(value);
+  const std::size_t at = check_.size();
+  check_.resize(at + message_field_bytes(bytes));
+  char* p = write_message_header(check_.data() + at, 1, bytes);
+  p = write_string_field(p, 1, key);
+  write_string_field(p, 2, value);
 }
 
 void CheckRequestWriter::set_cost(std::uint64_t cost) {
@@ -331,10 +362,12 @@ bool CheckRequestWriter::finish(std::string& out, std::uint32_t max_frame_bytes)
   const std::size_t payload = 2 + varint_field_bytes(id_) + message_field_bytes(body_.size());
   if (payload > max_frame_bytes) return false;
   append_frame_header(out, static_cast<std::uint32_t>(payload));
-  put_varint_field(out, 1, 1);  // version: VERSION_1
-  put_varint_field(out, 2, id_);
-  put_message_header(out, 3, body_.size());
-  out += body_;
+  const std::size_t at = out.size();
+  out.resize(at + payload);
+  char* p = write_varint_field(out.data() + at, 1, 1);  // version: VERSION_1
+  p = write_varint_field(p, 2, id_);
+  p = write_message_header(p, 3, body_.size());
+  std::memcpy(p, body_.data(), body_.size());
   return true;
 }
 
@@ -379,23 +412,37 @@ void CheckResponseWriter::add_result(bool allowed, std::int32_t status, std::str
   const auto status_bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(status));
   std::size_t bytes = (allowed ? 2 : 0) + varint_field_bytes(status_bits) +
                       string_field_bytes(error);
-  for (std::size_t i = 0; i < rule_count; ++i) bytes += message_field_bytes(rule_result_bytes(rules[i]));
-  put_message_header(body_, 1, bytes);
-  put_varint_field(body_, 1, allowed ? 1 : 0);
-  put_varint_field(body_, 2, status_bits);
+  // Rule sizes are computed once; most results have one or two rules.
+  constexpr std::size_t kSizesOnStack = 8;
+  std::size_t sizes_on_stack[kSizesOnStack];
+  std::vector<std::size_t> sizes_on_heap;
+  std::size_t* sizes = sizes_on_stack;
+  if (rule_count > kSizesOnStack) {
+    sizes_on_heap.resize(rule_count);
+    sizes = sizes_on_heap.data();
+  }
+  for (std::size_t i = 0; i < rule_count; ++i) {
+    sizes[i] = rule_result_bytes(rules[i]);
+    bytes += message_field_bytes(sizes[i]);
+  }
+  const std::size_t at = body_.size();
+  body_.resize(at + message_field_bytes(bytes));
+  char* p = write_message_header(body_.data() + at, 1, bytes);
+  p = write_varint_field(p, 1, allowed ? 1 : 0);
+  p = write_varint_field(p, 2, status_bits);
   for (std::size_t i = 0; i < rule_count; ++i) {
     const RuleResultView& rule = rules[i];
-    put_message_header(body_, 3, rule_result_bytes(rule));
-    put_string_field(body_, 1, rule.name);
-    put_varint_field(body_, 2, rule.allowed ? 1 : 0);
-    put_varint_field(body_, 3, rule.limit);
-    put_varint_field(body_, 4, rule.period_ms);
-    put_varint_field(body_, 5, rule.burst);
-    put_varint_field(body_, 6, rule.remaining);
-    put_varint_field(body_, 7, static_cast<std::uint64_t>(rule.retry_after_us));
-    put_varint_field(body_, 8, static_cast<std::uint64_t>(rule.reset_after_us));
+    p = write_message_header(p, 3, sizes[i]);
+    p = write_string_field(p, 1, rule.name);
+    p = write_varint_field(p, 2, rule.allowed ? 1 : 0);
+    p = write_varint_field(p, 3, rule.limit);
+    p = write_varint_field(p, 4, rule.period_ms);
+    p = write_varint_field(p, 5, rule.burst);
+    p = write_varint_field(p, 6, rule.remaining);
+    p = write_varint_field(p, 7, static_cast<std::uint64_t>(rule.retry_after_us));
+    p = write_varint_field(p, 8, static_cast<std::uint64_t>(rule.reset_after_us));
   }
-  put_string_field(body_, 4, error);
+  p = write_string_field(p, 4, error);
 }
 
 std::size_t CheckResponseWriter::payload_bytes() const {
@@ -403,10 +450,18 @@ std::size_t CheckResponseWriter::payload_bytes() const {
 }
 
 void CheckResponseWriter::finish(std::string& out) {
-  append_frame_header(out, static_cast<std::uint32_t>(payload_bytes()));
-  put_varint_field(out, 1, id_);
-  put_message_header(out, 2, body_.size());
-  out += body_;
+  const std::size_t payload = payload_bytes();
+  const std::size_t at = out.size();
+  out.resize(at + kFrameHeaderBytes + payload);
+  char* p = out.data() + at;
+  const auto n = static_cast<std::uint32_t>(payload);
+  *p++ = static_cast<char>(n >> 24);
+  *p++ = static_cast<char>(n >> 16);
+  *p++ = static_cast<char>(n >> 8);
+  *p++ = static_cast<char>(n);
+  p = write_varint_field(p, 1, id_);
+  p = write_message_header(p, 2, body_.size());
+  std::memcpy(p, body_.data(), body_.size());
 }
 
 }  // namespace rlimit::wire
