@@ -102,6 +102,9 @@ asio::awaitable<void> Session::run() {
 
 Session::Batch Session::answer_buffered() {
   Batch batch;
+  // Frames that arrived together are decided at one instant: one clock read
+  // per batch, not per frame.
+  const core::TimeUs now = steady_now_us();
   while (out_.size() < kOutputHighWaterBytes) {
     const std::string_view pending(in_.data() + in_begin_, in_end_ - in_begin_);
     const wire::FrameView frame = wire::next_frame(pending, settings_.max_frame_bytes);
@@ -115,7 +118,6 @@ Session::Batch Session::answer_buffered() {
         in_begin_ = in_end_;
         break;
       case wire::FrameStatus::kComplete: {
-        const core::TimeUs now = steady_now_us();
         // Checks in the common shape are answered straight into out_.
         if (dispatcher_.answer_checks(frame.payload, now, *response_, out_, outcome)) {
           in_begin_ += frame.consumed;
