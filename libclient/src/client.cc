@@ -262,6 +262,17 @@ struct Client::Impl {
     const Clock::time_point last_used = std::exchange(last_used_at, now);
     if (fd < 0 || !in_flight.empty() || in_offset < in.size()) return;
     if (now - last_used < kIdleProbeAfter) return;
+    probe_for_eof();
+  }
+
+  // drop_if_stale when the clock has not been read: reads it only if the
+  // connection is idle (a pipelining caller never is).
+  void drop_if_stale() {
+    if (fd < 0 || !in_flight.empty() || in_offset < in.size()) return;
+    drop_if_stale(Clock::now());
+  }
+
+  void probe_for_eof() {
     char byte;
     const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
@@ -785,7 +796,7 @@ std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests
 std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
-  impl.drop_if_stale(Clock::now());
+  impl.drop_if_stale();
   const bool queued = impl.queue_checks(Impl::Kind::kTicket, id, [&](wire::CheckRequestWriter& w) {
     write_check(request, w);
   });
@@ -822,7 +833,12 @@ std::pair<std::uint64_t, Decision> Client::receive() {
   if (!impl.tickets.front().ready) {
     Impl::Failure failure;
     const auto answered = [&impl] { return impl.tickets.front().ready; };
-    impl.pump(impl.deadline(), answered, failure);
+    // Replies already read need neither the clock nor a syscall.
+    if (!impl.process_frames(answered, failure)) {
+      impl.fail_all(failure);
+    } else if (!answered()) {
+      impl.pump(impl.deadline(), answered, failure);
+    }
   }
   // pump() either answered the front ticket or failed, which answers them all.
   Impl::Ticket& front = impl.tickets.front();
