@@ -45,8 +45,8 @@ void decide(benchmark::State& st, const typename A::Params& params, std::int64_t
     }
     benchmark::DoNotOptimize(v);
   }
-  st.counters["admitted"] = benchmark::Counter(static_cast<double>(admitted) /
-                                               static_cast<double>(st.iterations()));
+  st.counters["admitted"] =
+      benchmark::Counter(static_cast<double>(admitted) / static_cast<double>(st.iterations()));
   st.counters["state_bytes"] = static_cast<double>(state_bytes);
 }
 

@@ -33,9 +33,9 @@ void expire(Concurrency::State& state, TimeUs now) {
 }
 
 void insert_sorted(Concurrency::State& state, const Concurrency::Lease& lease) {
-  const auto at = std::upper_bound(
-      state.leases.begin(), state.leases.end(), lease.expires_us,
-      [](TimeUs t, const Concurrency::Lease& l) { return t < l.expires_us; });
+  const auto at =
+      std::upper_bound(state.leases.begin(), state.leases.end(), lease.expires_us,
+                       [](TimeUs t, const Concurrency::Lease& l) { return t < l.expires_us; });
   state.leases.insert(at, lease);
 }
 

@@ -58,9 +58,8 @@ Gcra::CellReply Gcra::cell_reply(const Verdict& verdict) {
   reply.limited = verdict.allowed ? 0 : 1;
   reply.limit = verdict.limit;
   reply.remaining = verdict.remaining;
-  reply.retry_after_s = verdict.allowed || verdict.retry_after_us < 0
-                            ? -1
-                            : verdict.retry_after_us / kUsPerSecond;
+  reply.retry_after_s =
+      verdict.allowed || verdict.retry_after_us < 0 ? -1 : verdict.retry_after_us / kUsPerSecond;
   reply.reset_after_s = verdict.reset_after_us / kUsPerSecond;
   return reply;
 }

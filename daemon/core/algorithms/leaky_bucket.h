@@ -34,7 +34,7 @@ struct LeakyBucket {
     friend bool operator==(const Params&, const Params&) = default;
   };
   struct State {
-    TimeUs empty_at_us = 0;     // when the bucket is (will be) empty
+    TimeUs empty_at_us = 0;          // when the bucket is (will be) empty
     std::int64_t empty_at_frac = 0;  // in [0, limit): 1/limit of a microsecond
   };
   // A meter is exact; a shaper's rate is too, but nodes schedule their

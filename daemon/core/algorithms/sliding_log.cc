@@ -51,7 +51,7 @@ void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs n
   const auto live = first_live(log, params, now);
   for (auto it = log.begin(); it != live; ++it) state.total -= it->units;
   state.head += static_cast<std::uint32_t>(live - log.begin());
-  if (state.head > 0 && state.head * 2 >= state.buffer.size()) {
+  if (state.head > 0 && std::size_t{state.head} * 2 >= state.buffer.size()) {
     state.buffer.erase(state.buffer.begin(), state.buffer.begin() + state.head);
     state.head = 0;
   }

@@ -102,11 +102,11 @@ Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::i
   }
   if (!v.allowed) {
     v.excess = detail::non_negative(detail::ceil_div(wanted - capacity, period));
-    v.retry_after_us = cost > params.limit
-                           ? -1
-                           : detail::non_negative(earliest_fit(s.previous, s.current, s.window,
-                                                               offset, cost, params) -
-                                                  now);
+    v.retry_after_us =
+        cost > params.limit
+            ? -1
+            : detail::non_negative(
+                  earliest_fit(s.previous, s.current, s.window, offset, cost, params) - now);
   }
   return v;
 }

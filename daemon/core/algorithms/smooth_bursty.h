@@ -27,10 +27,10 @@ namespace rlimit::core::algorithms {
 
 struct SmoothBursty {
   struct Params {
-    std::int64_t permits = 0;               // per period, >= 1
-    std::int64_t period_us = kUsPerSecond;  // > 0
+    std::int64_t permits = 0;                  // per period, >= 1
+    std::int64_t period_us = kUsPerSecond;     // > 0
     std::int64_t max_burst_us = kUsPerSecond;  // Guava's maxBurstSeconds, >= 0
-    std::int64_t max_wait_us = -1;          // -1: acquire (wait as needed); else try_acquire
+    std::int64_t max_wait_us = -1;             // -1: acquire (wait as needed); else try_acquire
 
     friend bool operator==(const Params&, const Params&) = default;
   };

@@ -30,15 +30,15 @@ i128 ticks_to_store(i128 units, const SmoothShape& shape) {
 Synced sync(const SmoothState& state, const SmoothShape& shape, TimeUs now) {
   Synced s;
   s.now = static_cast<i128>(now) * shape.tick;
-  s.next_free = to_ticks(state.next_free_us, state.next_free_frac,
-                         static_cast<std::int64_t>(shape.tick));
+  s.next_free =
+      to_ticks(state.next_free_us, state.next_free_frac, static_cast<std::int64_t>(shape.tick));
   s.stored = state.stored;
   if (s.now > s.next_free) {
     // Stored at the cool-down rate, up to max.
     const i128 idle = s.now - s.next_free;
     const i128 room = shape.max_units - s.stored;
-    s.stored = idle >= ticks_to_store(room, shape) ? shape.max_units
-                                                   : s.stored + stored_by(idle, shape);
+    s.stored =
+        idle >= ticks_to_store(room, shape) ? shape.max_units : s.stored + stored_by(idle, shape);
     s.next_free = s.now;
   }
   return s;

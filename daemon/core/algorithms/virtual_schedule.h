@@ -75,9 +75,9 @@ inline void advance(TimeUs& tat_us, std::int64_t& tat_frac, Rate rate, std::int6
   const i128 now_ticks = static_cast<i128>(now) * rate.limit;
   const i128 from = std::max(to_ticks(tat_us, tat_frac, rate.limit), now_ticks);
   const i128 ceiling = now_ticks + static_cast<i128>(kMaxAheadUs) * rate.limit;
-  const Split next = from_ticks(std::min(from + static_cast<i128>(cost) * rate.period_us,
-                                         std::max(ceiling, from)),
-                                rate.limit);
+  const Split next =
+      from_ticks(std::min(from + static_cast<i128>(cost) * rate.period_us, std::max(ceiling, from)),
+                 rate.limit);
   tat_us = next.us;
   tat_frac = next.frac;
 }

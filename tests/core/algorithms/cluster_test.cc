@@ -10,11 +10,11 @@
 // they proceed. Set RLIMIT_ALGO_REPORT=1 to print the measured figures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <queue>
-#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -31,7 +31,7 @@ namespace rlimit::core::algorithms {
 namespace {
 
 constexpr int kNodes = 3;
-constexpr std::int64_t kLimit = 100;           // per period
+constexpr std::int64_t kLimit = 100;  // per period
 constexpr std::int64_t kPeriod = kUsPerSecond;
 constexpr std::int64_t kDelay = 20 * kUsPerMs;  // staleness d
 constexpr std::int64_t kPeriods = 300;
@@ -95,11 +95,11 @@ void check(const char* name, const typename A::Params& p, std::int64_t allowance
     const Outcome o = simulate<A>(p, load, 7);
     const auto stale = static_cast<std::int64_t>((kNodes - 1) * load * kLimit * kDelay / kPeriod);
     if (std::getenv("RLIMIT_ALGO_REPORT") != nullptr) {
-      std::printf("%-22s load %.1fx: admitted %.4f of the limit over %ld periods; most in one "
-                  "period %ld (limit %ld, staleness allowance %ld)\n",
-                  name, load, static_cast<double>(o.admitted) / ideal,
-                  static_cast<long>(kPeriods), static_cast<long>(o.max_in_span),
-                  static_cast<long>(kLimit), static_cast<long>(stale));
+      std::printf(
+          "%-22s load %.1fx: admitted %.4f of the limit over %ld periods; most in one "
+          "period %ld (limit %ld, staleness allowance %ld)\n",
+          name, load, static_cast<double>(o.admitted) / ideal, static_cast<long>(kPeriods),
+          static_cast<long>(o.max_in_span), static_cast<long>(kLimit), static_cast<long>(stale));
     }
     SCOPED_TRACE(std::string(name) + " load " + std::to_string(load));
     if (A::replication(p) == Replication::kExact) {
@@ -137,9 +137,7 @@ TEST(ClusterTest, SlidingWindow) {
   check<SlidingWindow>("sliding_window", {kLimit, kPeriod}, kLimit);
 }
 
-TEST(ClusterTest, SlidingLog) {
-  check<SlidingLog>("sliding_log", {kLimit, kPeriod, kLimit}, 0);
-}
+TEST(ClusterTest, SlidingLog) { check<SlidingLog>("sliding_log", {kLimit, kPeriod, kLimit}, 0); }
 
 TEST(ClusterTest, SmoothBursty) {
   check<SmoothBursty>("smooth_bursty (try)", {kLimit, kPeriod, 100 * kUsPerMs, 0}, 11);
@@ -153,8 +151,8 @@ TEST(ClusterTest, SmoothBurstyWaiting) {
 // what arrives after each free ticket, well below the rate under random
 // arrivals, on one node as on many (smooth_test.cc).
 TEST(ClusterTest, SmoothWarmingUpWaiting) {
-  check<SmoothWarmingUp>("smooth_warming_up (wait)",
-                         {kLimit, kPeriod, 200 * kUsPerMs, 3, kPeriod}, 0);
+  check<SmoothWarmingUp>("smooth_warming_up (wait)", {kLimit, kPeriod, 200 * kUsPerMs, 3, kPeriod},
+                         0);
 }
 
 }  // namespace

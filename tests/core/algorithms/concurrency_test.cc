@@ -108,8 +108,7 @@ TEST(ConcurrencyTest, ClockSteppingBackExpiresNothing) {
   Concurrency::State s = Concurrency::fresh(kTwo, 0);
   Concurrency::commit(s, kTwo, 2, 20 * kUsPerSecond);
   EXPECT_FALSE(Concurrency::evaluate(s, kTwo, 1, 5 * kUsPerSecond).allowed);
-  EXPECT_EQ(Concurrency::evaluate(s, kTwo, 1, 5 * kUsPerSecond).retry_after_us,
-            25 * kUsPerSecond);
+  EXPECT_EQ(Concurrency::evaluate(s, kTwo, 1, 5 * kUsPerSecond).retry_after_us, 25 * kUsPerSecond);
 }
 
 // The reference: a plain list of leases, scanned in full every time.
@@ -158,7 +157,8 @@ TEST(ConcurrencyTest, MatchesAListOfLeases) {
           ASSERT_EQ(v.allowed, fits) << "trial " << trial << " step " << i;
           ASSERT_EQ(v.remaining, p.max_in_flight - in_flight - (fits ? cost : 0));
           if (fits) {
-            ASSERT_EQ(v.reset_after_us, std::max(last, cost > 0 ? now + p.lease_ttl_us : now) - now);
+            ASSERT_EQ(v.reset_after_us,
+                      std::max(last, cost > 0 ? now + p.lease_ttl_us : now) - now);
             const Ticket id = Concurrency::commit(s, p, cost, now);
             if (cost > 0) held.push_back({id, now + p.lease_ttl_us, cost});
           } else if (cost <= p.max_in_flight) {

@@ -46,10 +46,9 @@ TEST(GcraTest, RedisCellRateLimitsTable) {
       {0, 1, false, 0, 5000, -1},     {0, 1, true, 0, 5000, 1000},
       {3000, 1, false, 2, 3000, -1},  {3100, 1, false, 1, 3900, -1},
       {4000, 1, false, 1, 4000, -1},  {8000, 1, false, 4, 1000, -1},
-      {9500, 1, false, 4, 1000, -1},
-      {9500, 0, false, 4, 1000, -1},  // a zero quantity peeks
-      {9500, 2, false, 2, 3000, -1},  // a larger quantity uses more
-      {9500, 5, true, 2, 3000, 3000},  // and cannot exceed the limit
+      {9500, 1, false, 4, 1000, -1},  {9500, 0, false, 4, 1000, -1},  // a zero quantity peeks
+      {9500, 2, false, 2, 3000, -1},                                  // a larger quantity uses more
+      {9500, 5, true, 2, 3000, 3000},                                 // and cannot exceed the limit
   };
   const Gcra::Params p{4, 1, kUsPerSecond};
   Gcra::State s = Gcra::fresh(p, kStart);

@@ -130,8 +130,8 @@ TEST(LeakyBucketTest, ShaperMatchesAQueueInFrontOfAServer) {
       const std::int64_t cost = static_cast<std::int64_t>(rng() % (capacity + 2));
       const TimeUs start = std::max(now, busy_until);
       const TimeUs finish = start + cost * interval;
-      const bool fits = finish - now <= capacity * interval &&
-                        (max_delay < 0 || start - now <= max_delay);
+      const bool fits =
+          finish - now <= capacity * interval && (max_delay < 0 || start - now <= max_delay);
       const Verdict v = LeakyBucket::evaluate(s, p, cost, now);
       ASSERT_EQ(v.allowed, fits) << "trial " << trial << " step " << i;
       ASSERT_EQ(v.delay_us, start - now);

@@ -31,9 +31,8 @@ std::int64_t pick(Rng& rng, std::int64_t lo, std::int64_t hi) {
 }
 
 std::int64_t random_period(Rng& rng) {
-  static constexpr std::int64_t kPeriods[] = {1,       7,         1000,           999'983,
-                                              kUsPerSecond, 3'000'001, 60 * kUsPerSecond,
-                                              kMaxPeriod};
+  static constexpr std::int64_t kPeriods[] = {
+      1, 7, 1000, 999'983, kUsPerSecond, 3'000'001, 60 * kUsPerSecond, kMaxPeriod};
   return kPeriods[pick(rng, 0, std::size(kPeriods) - 1)];
 }
 

@@ -56,7 +56,8 @@ TEST(SlidingLogTest, MatchesAnUnboundedLogWhileWithinTheBound) {
       want.allowed = fits;
       want.limit = limit;
       want.remaining = limit - in_window - (fits ? cost : 0);
-      const TimeUs newest = fits && cost > 0 ? now : (log.empty() ? now - p.period_us : log.back().at_us);
+      const TimeUs newest =
+          fits && cost > 0 ? now : (log.empty() ? now - p.period_us : log.back().at_us);
       want.reset_after_us = std::max<TimeUs>(0, newest + p.period_us - now);
       if (!fits) {
         want.excess = in_window + cost - limit;

@@ -74,7 +74,8 @@ TEST(SlidingWindowTest, MatchesCountsSummedFromTheHistory) {
       const bool fits = wanted <= static_cast<__int128>(p.limit) * p.period_us;
       const Verdict v = SlidingWindow::evaluate(s, p, cost, now);
       ASSERT_EQ(v.allowed, fits) << "trial " << trial << " step " << i;
-      const __int128 room = static_cast<__int128>(p.limit) * p.period_us - (fits ? wanted : estimate);
+      const __int128 room =
+          static_cast<__int128>(p.limit) * p.period_us - (fits ? wanted : estimate);
       ASSERT_EQ(v.remaining, room < 0 ? 0 : static_cast<std::int64_t>(room / p.period_us));
       if (fits) {
         history.emplace_back(now, cost);

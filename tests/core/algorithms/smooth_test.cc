@@ -81,7 +81,7 @@ TEST(SmoothBurstyTest, GuavaSimple) {
 TEST(SmoothBurstyTest, GuavaSimpleWithWait) {
   auto limiter = create(5);
   EXPECT_EQ(limiter.acquire(1), 0);
-  limiter.sleep_ms(200);  // ready for the next request...
+  limiter.sleep_ms(200);             // ready for the next request...
   EXPECT_EQ(limiter.acquire(1), 0);  // ...granted immediately
   EXPECT_EQ(limiter.acquire(1), 200'000);
 }
@@ -97,12 +97,12 @@ TEST(SmoothBurstyTest, GuavaEarliestAvailableIsInThePast) {
 
 TEST(SmoothBurstyTest, GuavaOneSecondBurst) {
   auto limiter = create(5);
-  limiter.sleep_ms(1000);  // max capacity reached
-  limiter.sleep_ms(1000);  // this makes no difference
-  EXPECT_EQ(limiter.acquire(1), 0);  // the first request
-  EXPECT_EQ(limiter.acquire(1), 0);  // from capacity
-  EXPECT_EQ(limiter.acquire(3), 0);  // from capacity
-  EXPECT_EQ(limiter.acquire(1), 0);  // concluding a burst of 5 permits
+  limiter.sleep_ms(1000);                  // max capacity reached
+  limiter.sleep_ms(1000);                  // this makes no difference
+  EXPECT_EQ(limiter.acquire(1), 0);        // the first request
+  EXPECT_EQ(limiter.acquire(1), 0);        // from capacity
+  EXPECT_EQ(limiter.acquire(3), 0);        // from capacity
+  EXPECT_EQ(limiter.acquire(1), 0);        // concluding a burst of 5 permits
   EXPECT_EQ(limiter.acquire(1), 200'000);  // capacity exhausted
 }
 
@@ -278,7 +278,7 @@ TEST(SmoothWarmingUpTest, TryAcquireOnAWarmLimiterIsAStrictSpacing) {
       ++bursty;
     }
   }
-  EXPECT_EQ(warm, 556);  // every other request of 1112
+  EXPECT_EQ(warm, 556);          // every other request of 1112
   EXPECT_EQ(bursty, 1000 + 10);  // 100/s, and the 100 ms burst stored before
 }
 
@@ -380,8 +380,7 @@ TEST(SmoothWarmingUpTest, MatchesGuavaOnRandomSequences) {
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     for (const std::int64_t cold : {1, 3, 10}) {
       auto limiter = create(4, 2000, cold);
-      compare_with_guava(GuavaModel::warming_up(4, 2e6, static_cast<double>(cold)), limiter,
-                         seed);
+      compare_with_guava(GuavaModel::warming_up(4, 2e6, static_cast<double>(cold)), limiter, seed);
     }
   }
 }
@@ -391,7 +390,7 @@ TEST(SmoothTest, RemoteChargesPushTheNextFreeTicket) {
   p.permits = 10;
   p.max_wait_us = 0;
   SmoothBursty::State s = SmoothBursty::fresh(p, 0);  // 10 stored
-  SmoothBursty::charge_remote(s, p, 25, 0);  // 10 from storage, 15 fresh: 1.5 s
+  SmoothBursty::charge_remote(s, p, 25, 0);           // 10 from storage, 15 fresh: 1.5 s
   const Verdict v = SmoothBursty::evaluate(s, p, 1, 0);
   EXPECT_FALSE(v.allowed);
   EXPECT_EQ(v.delay_us, 1'500'000);

@@ -33,7 +33,8 @@ Verdict denied_by(std::int64_t excess) {
 
 TEST(ThrottleTest, HardIsTheVerdict) {
   const ThrottleParams hard{};
-  EXPECT_EQ(apply_throttle(allowed_with_delay(5), hard, 0), (ThrottleDecision{true, true, false, 5}));
+  EXPECT_EQ(apply_throttle(allowed_with_delay(5), hard, 0),
+            (ThrottleDecision{true, true, false, 5}));
   EXPECT_EQ(apply_throttle(denied_by(1), hard, 0), (ThrottleDecision{false, false, true, 0}));
 }
 
@@ -108,9 +109,9 @@ TEST(ThrottleTest, ShadowStateEvolvesAsIfEnforced) {
   FixedWindow::State shadow = FixedWindow::fresh(p, 0);
   FixedWindow::State hard = FixedWindow::fresh(p, 0);
   int would_deny = 0;
-  EXPECT_EQ(drive<FixedWindow>(p, ThrottleParams{ThrottleMode::kShadow}, 0, 25, shadow, 0,
-                               &would_deny),
-            25);
+  EXPECT_EQ(
+      drive<FixedWindow>(p, ThrottleParams{ThrottleMode::kShadow}, 0, 25, shadow, 0, &would_deny),
+      25);
   EXPECT_EQ(drive<FixedWindow>(p, ThrottleParams{}, 0, 25, hard, 0), 10);
   EXPECT_EQ(would_deny, 15);
   EXPECT_EQ(shadow.count, hard.count);
