@@ -2,7 +2,6 @@
 // and reports how its admissions compare with a perfect limiter's. See
 // docs/accuracy.md.
 #include <CLI/CLI.hpp>
-
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -30,8 +29,9 @@ bool write_file(const std::string& path, const std::string& what,
 
 int main(int argc, char** argv) {
   using namespace rlimit::sim;
-  CLI::App app{"rlimit-sim: a deterministic chaos simulation of an rlimit cluster (the real core, "
-               "on virtual time, over a simulated network)"};
+  CLI::App app{
+      "rlimit-sim: a deterministic chaos simulation of an rlimit cluster (the real core, "
+      "on virtual time, over a simulated network)"};
   std::string scenario_path;
   std::uint64_t seed = 1;
   std::string json_path, csv_path, svg_path;

@@ -16,12 +16,12 @@ namespace rlimit::sim {
 struct NetworkStats {
   std::uint64_t sent = 0;
   std::uint64_t delivered = 0;
-  std::uint64_t lost = 0;         // random loss
-  std::uint64_t partitioned = 0;  // cut by a partition, at send or delivery
-  std::uint64_t mtu_dropped = 0;  // payload + envelope above the path MTU
-  std::uint64_t duplicated = 0;   // extra copies made
-  std::uint64_t reordered = 0;    // held back by reorder_delay
-  std::uint64_t to_down_node = 0; // arrived at a crashed node
+  std::uint64_t lost = 0;          // random loss
+  std::uint64_t partitioned = 0;   // cut by a partition, at send or delivery
+  std::uint64_t mtu_dropped = 0;   // payload + envelope above the path MTU
+  std::uint64_t duplicated = 0;    // extra copies made
+  std::uint64_t reordered = 0;     // held back by reorder_delay
+  std::uint64_t to_down_node = 0;  // arrived at a crashed node
   std::uint64_t unknown_address = 0;
 };
 

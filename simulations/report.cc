@@ -97,18 +97,22 @@ void print_table(const Results& r, std::ostream& out) {
           " vs ideal");
   if (r.fail_open > 0) row(out, "  of which failed open", std::to_string(r.fail_open));
   row(out, "over-admission, whole run", std::to_string(r.over_run),
-      percent(static_cast<double>(r.over_run) / ideal) + " of ideal (per key, admitted above ideal)");
+      percent(static_cast<double>(r.over_run) / ideal) +
+          " of ideal (per key, admitted above ideal)");
   row(out, "under-admission, whole run", std::to_string(r.under_run),
-      percent(static_cast<double>(r.under_run) / ideal) + " of ideal (per key, ideal above admitted)");
+      percent(static_cast<double>(r.under_run) / ideal) +
+          " of ideal (per key, ideal above admitted)");
   row(out, "worst " + format_seconds(r.window_us) + " window, over",
       (r.worst_over_window >= 0 ? "+" : "") + std::to_string(r.worst_over_window),
       "at " + format_seconds(r.worst_over_at_us) + ", " +
-          fixed(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window()), 2) +
+          fixed(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window()),
+                2) +
           " x the limit per window");
   row(out, "worst " + format_seconds(r.window_us) + " window, under",
       "-" + std::to_string(r.worst_under_window),
       "at " + format_seconds(r.worst_under_at_us) + ", " +
-          fixed(static_cast<double>(r.worst_under_window) / std::max(1e-9, r.limit_per_window()), 2) +
+          fixed(static_cast<double>(r.worst_under_window) / std::max(1e-9, r.limit_per_window()),
+                2) +
           " x the limit per window");
   row(out, "peak cumulative excess", std::to_string(r.peak_excess),
       "at " + format_seconds(r.peak_excess_at_us) + " (admitted - ideal since the start)");
@@ -132,13 +136,14 @@ void print_table(const Results& r, std::ostream& out) {
   row(out, "packets out", fixed(packets_per_node_s(r), 1));
   row(out, "bytes out", fixed(bytes_per_node_s(r), 0));
   const NetworkStats& n = r.network;
-  row(out, "datagrams sent / delivered", std::to_string(n.sent) + " / " + std::to_string(n.delivered));
-  row(out, "lost / partitioned / over MTU", std::to_string(n.lost) + " / " +
-                                                std::to_string(n.partitioned) + " / " +
-                                                std::to_string(n.mtu_dropped));
-  row(out, "duplicated / reordered / to down", std::to_string(n.duplicated) + " / " +
-                                                   std::to_string(n.reordered) + " / " +
-                                                   std::to_string(n.to_down_node));
+  row(out, "datagrams sent / delivered",
+      std::to_string(n.sent) + " / " + std::to_string(n.delivered));
+  row(out, "lost / partitioned / over MTU",
+      std::to_string(n.lost) + " / " + std::to_string(n.partitioned) + " / " +
+          std::to_string(n.mtu_dropped));
+  row(out, "duplicated / reordered / to down",
+      std::to_string(n.duplicated) + " / " + std::to_string(n.reordered) + " / " +
+          std::to_string(n.to_down_node));
   std::int64_t low = -1, high = -1;
   for (const NodeResult& node : r.per_node) {
     if (node.live_peers_end < 0) continue;
@@ -148,9 +153,9 @@ void print_table(const Results& r, std::ostream& out) {
   row(out, "live peers seen at the end", std::to_string(low) + ".." + std::to_string(high),
       "of " + std::to_string(r.nodes - 1));
   const CoreTotals& c = r.core;
-  row(out, "suspicions / deaths / refutations", std::to_string(c.suspicions) + " / " +
-                                                    std::to_string(c.deaths) + " / " +
-                                                    std::to_string(c.refutations));
+  row(out, "suspicions / deaths / refutations",
+      std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
+          std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
   if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
           c.malformed_payloads >
@@ -189,7 +194,8 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"nodes\": " << r.nodes << ",\n";
   out << "  \"duration_s\": " << num(seconds(r.duration_us)) << ",\n";
   out << "  \"wall_s\": " << num(r.wall_seconds) << ",\n";
-  out << "  \"simulated_per_wall\": " << num(seconds(r.duration_us) / std::max(1e-9, r.wall_seconds)) << ",\n";
+  out << "  \"simulated_per_wall\": "
+      << num(seconds(r.duration_us) / std::max(1e-9, r.wall_seconds)) << ",\n";
   out << "  \"traffic_start_s\": " << num(seconds(r.traffic_start_us)) << ",\n";
   out << "  \"traffic_end_s\": " << num(seconds(r.traffic_end_us)) << ",\n";
   out << "  \"limit_per_s\": " << num(r.limit_per_s) << ",\n";
@@ -204,7 +210,9 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"window_s\": " << num(seconds(r.window_us)) << ",\n";
   out << "  \"worst_window_over_tokens\": " << r.worst_over_window << ",\n";
   out << "  \"worst_window_over_at_s\": " << num(seconds(r.worst_over_at_us)) << ",\n";
-  out << "  \"worst_window_over_limits\": " << num(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window())) << ",\n";
+  out << "  \"worst_window_over_limits\": "
+      << num(static_cast<double>(r.worst_over_window) / std::max(1e-9, r.limit_per_window()))
+      << ",\n";
   out << "  \"worst_window_under_tokens\": " << r.worst_under_window << ",\n";
   out << "  \"worst_window_under_at_s\": " << num(seconds(r.worst_under_at_us)) << ",\n";
   out << "  \"peak_excess_tokens\": " << r.peak_excess << ",\n";
@@ -217,9 +225,11 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"convergence\": [";
   for (std::size_t i = 0; i < r.convergence.size(); ++i) {
     const Convergence& c = r.convergence[i];
-    out << (i ? ", " : "") << "{\"event\": " << quote(c.event) << ", \"at_s\": " << num(seconds(c.at_us))
-        << ", \"counters_after_s\": " << (c.counters_after_us < 0 ? std::string("null") : num(seconds(c.counters_after_us)))
-        << ", \"balances_after_s\": " << (c.balances_after_us < 0 ? std::string("null") : num(seconds(c.balances_after_us)))
+    out << (i ? ", " : "") << "{\"event\": " << quote(c.event)
+        << ", \"at_s\": " << num(seconds(c.at_us)) << ", \"counters_after_s\": "
+        << (c.counters_after_us < 0 ? std::string("null") : num(seconds(c.counters_after_us)))
+        << ", \"balances_after_s\": "
+        << (c.balances_after_us < 0 ? std::string("null") : num(seconds(c.balances_after_us)))
         << ", \"spread_at_event_tokens\": " << num(c.spread_at_event)
         << ", \"spread_last_tokens\": " << num(c.spread_last) << "}";
   }
@@ -238,7 +248,8 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"malformed_payloads\": " << c.malformed_payloads
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
-      << ", \"key_table_full\": " << c.key_table_full << ", \"clock_went_back\": " << c.clock_went_back
+      << ", \"key_table_full\": " << c.key_table_full
+      << ", \"clock_went_back\": " << c.clock_went_back
       << ", \"invalid_checks\": " << c.invalid_checks << ", \"suspicions\": " << c.suspicions
       << ", \"deaths\": " << c.deaths << ", \"refutations\": " << c.refutations << "},\n";
   out << "  \"per_node\": [";

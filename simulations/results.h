@@ -78,12 +78,12 @@ struct Results {
   std::vector<Crash> crashes;
 
   std::uint64_t requests = 0;
-  std::uint64_t arrivals = 0;   // tokens asked for
-  std::uint64_t admitted = 0;   // tokens the cluster admitted
-  std::uint64_t ideal = 0;      // tokens the perfect limiter admitted
-  std::uint64_t fail_open = 0;  // tokens admitted by clients of a crashed node
-  std::uint64_t over_run = 0;   // sum over keys of max(0, admitted - ideal)
-  std::uint64_t under_run = 0;  // sum over keys of max(0, ideal - admitted)
+  std::uint64_t arrivals = 0;              // tokens asked for
+  std::uint64_t admitted = 0;              // tokens the cluster admitted
+  std::uint64_t ideal = 0;                 // tokens the perfect limiter admitted
+  std::uint64_t fail_open = 0;             // tokens admitted by clients of a crashed node
+  std::uint64_t over_run = 0;              // sum over keys of max(0, admitted - ideal)
+  std::uint64_t under_run = 0;             // sum over keys of max(0, ideal - admitted)
   std::uint64_t denied_ideal_allowed = 0;  // requests
   std::uint64_t allowed_ideal_denied = 0;  // requests
 

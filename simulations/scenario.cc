@@ -32,7 +32,8 @@ class Reader {
     if (at != nullptr && at->source().begin.line > 0) {
       where += ":" + std::to_string(at->source().begin.line);
     }
-    const std::string name = key.empty() ? path_ : (path_.empty() ? std::string(key) : path_ + "." + std::string(key));
+    const std::string name =
+        key.empty() ? path_ : (path_.empty() ? std::string(key) : path_ + "." + std::string(key));
     errors_.push_back(where + ": " + name + ": " + message);
   }
 
@@ -48,7 +49,8 @@ class Reader {
     const auto v = n->value_exact<std::int64_t>();
     if (!v) return error(key, "must be an integer", n);
     if (*v < low || *v > high) {
-      return error(key, "must be between " + std::to_string(low) + " and " + std::to_string(high), n);
+      return error(key, "must be between " + std::to_string(low) + " and " + std::to_string(high),
+                   n);
     }
     out = static_cast<T>(*v);
   }
@@ -157,7 +159,8 @@ void each_table(Reader& parent, std::string_view key, F&& f) {
   const toml::node* n = parent.node(key);
   if (n == nullptr) return;
   const toml::array* array = n->as_array();
-  if (array == nullptr) return parent.error(key, "must be an array of tables ([[" + std::string(key) + "]])", n);
+  if (array == nullptr)
+    return parent.error(key, "must be an array of tables ([[" + std::string(key) + "]])", n);
   for (std::size_t i = 0; i < array->size(); ++i) {
     const toml::table* table = array->get(i)->as_table();
     const std::string path = std::string(key) + "." + std::to_string(i);
@@ -273,9 +276,10 @@ void read_traffic(Reader& r, Traffic& t, std::size_t index) {
   r.number("demand", t.demand, 0, 1e6);
   r.integer("cost", t.cost, 1, core::kMaxTokens);
   r.integer("keys", t.keys, 1, 100'000'000);
-  r.choice<KeyDistribution>("key_distribution",
-                            {{"uniform", KeyDistribution::kUniform}, {"zipf", KeyDistribution::kZipf}},
-                            t.key_distribution);
+  r.choice<KeyDistribution>(
+      "key_distribution",
+      {{"uniform", KeyDistribution::kUniform}, {"zipf", KeyDistribution::kZipf}},
+      t.key_distribution);
   r.number("zipf_s", t.zipf_s, 0, 10);
   r.integer("key_spread", t.key_spread, 0, 100'000);
   r.number("node_zipf", t.node_zipf, 0, 10);
@@ -399,36 +403,49 @@ void read_rules(const toml::table& root, std::string_view file, Scenario& s,
 }
 
 void validate(Scenario& s, std::string_view file, std::vector<std::string>& errors) {
-  auto error = [&](const std::string& message) { errors.push_back(std::string(file) + ": " + message); };
+  auto error = [&](const std::string& message) {
+    errors.push_back(std::string(file) + ": " + message);
+  };
   const std::uint32_t n = s.cluster.nodes;
   if (s.cluster.seeds > n) s.cluster.seeds = n;
-  if (s.cluster.options.membership.probe_timeout_us > s.cluster.options.membership.probe_interval_us) {
+  if (s.cluster.options.membership.probe_timeout_us >
+      s.cluster.options.membership.probe_interval_us) {
     error("cluster.probe_timeout must not exceed cluster.probe_interval");
   }
   for (std::size_t i = 0; i < s.partitions.size(); ++i) {
     const Partition& p = s.partitions[i];
-    if (p.end_us <= p.start_us) error("partition." + std::to_string(i) + ": end must be after start");
+    if (p.end_us <= p.start_us)
+      error("partition." + std::to_string(i) + ": end must be after start");
     std::set<std::uint32_t> seen;
     for (const auto& group : p.groups) {
       for (std::uint32_t node : group) {
-        if (node >= n) error("partition." + std::to_string(i) + ": node " + std::to_string(node) + " does not exist");
-        if (!seen.insert(node).second) error("partition." + std::to_string(i) + ": node " + std::to_string(node) + " is in two groups");
+        if (node >= n)
+          error("partition." + std::to_string(i) + ": node " + std::to_string(node) +
+                " does not exist");
+        if (!seen.insert(node).second)
+          error("partition." + std::to_string(i) + ": node " + std::to_string(node) +
+                " is in two groups");
       }
     }
   }
   for (std::size_t i = 0; i < s.crashes.size(); ++i) {
     const Crash& c = s.crashes[i];
-    if (c.node >= n) error("crash." + std::to_string(i) + ": node " + std::to_string(c.node) + " does not exist");
-    if (c.restart_us && *c.restart_us <= c.at_us) error("crash." + std::to_string(i) + ": restart must be after at");
+    if (c.node >= n)
+      error("crash." + std::to_string(i) + ": node " + std::to_string(c.node) + " does not exist");
+    if (c.restart_us && *c.restart_us <= c.at_us)
+      error("crash." + std::to_string(i) + ": restart must be after at");
   }
   if (s.traffic.empty()) error("at least one [[traffic]] stream is needed");
   for (Traffic& t : s.traffic) {
     if (t.end_us < 0 || t.end_us > s.duration_us) t.end_us = s.duration_us;
-    if (t.start_us >= t.end_us) error("traffic \"" + t.name + "\": start must be before end and the end of the run");
+    if (t.start_us >= t.end_us)
+      error("traffic \"" + t.name + "\": start must be before end and the end of the run");
     if (t.key_spread > n) t.key_spread = n;
-    if (t.node_weights.size() > n) error("traffic \"" + t.name + "\": more node_weights than nodes");
+    if (t.node_weights.size() > n)
+      error("traffic \"" + t.name + "\": more node_weights than nodes");
   }
-  if (s.clock.offsets_us.size() > n || s.clock.drifts.size() > n) error("clock: more offsets or drifts than nodes");
+  if (s.clock.offsets_us.size() > n || s.clock.drifts.size() > n)
+    error("clock: more offsets or drifts than nodes");
   if (s.report.window_us < s.report.sample_us) s.report.window_us = s.report.sample_us;
 }
 
@@ -578,7 +595,8 @@ ScenarioLoad load_scenario(std::string_view text, std::string_view file_name,
   return result;
 }
 
-ScenarioLoad load_scenario_file(const std::string& path, const std::vector<std::string>& overrides) {
+ScenarioLoad load_scenario_file(const std::string& path,
+                                const std::vector<std::string>& overrides) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     ScenarioLoad result;

@@ -35,11 +35,11 @@ struct ClusterParams {
 inline constexpr std::uint32_t kEnvelopeBytes = 4 + 1 + 32;
 
 struct NetworkParams {
-  double loss = 0;       // probability a datagram is lost
-  TimeUs delay_us = 500; // one-way base delay
-  TimeUs jitter_us = 0;  // uniform extra delay in [0, jitter]
-  double duplicate = 0;  // probability a datagram is delivered twice (independent delays)
-  double reorder = 0;    // probability a datagram is held back by reorder_delay (overtaken)
+  double loss = 0;        // probability a datagram is lost
+  TimeUs delay_us = 500;  // one-way base delay
+  TimeUs jitter_us = 0;   // uniform extra delay in [0, jitter]
+  double duplicate = 0;   // probability a datagram is delivered twice (independent delays)
+  double reorder = 0;     // probability a datagram is held back by reorder_delay (overtaken)
   TimeUs reorder_delay_us = 10'000;
   std::uint32_t mtu_bytes = 1500;  // path MTU: larger datagrams (payload + envelope) are dropped
 };

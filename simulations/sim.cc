@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
+#include <cmath>
 #include <limits>
 #include <map>
-#include <cmath>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -89,8 +87,8 @@ class Simulation {
   }
 
  private:
-  void push(TimeUs at, Kind kind, std::uint32_t node, std::uint32_t aux = 0,
-            std::uint32_t from = 0, std::string payload = {}) {
+  void push(TimeUs at, Kind kind, std::uint32_t node, std::uint32_t aux = 0, std::uint32_t from = 0,
+            std::string payload = {}) {
     heap_.push_back(Event{at, next_seq_++, kind, node, aux, from, std::move(payload)});
     std::push_heap(heap_.begin(), heap_.end(), Later{});
   }
@@ -122,8 +120,7 @@ class Simulation {
                    ? s_.cluster.tick_us
                    : std::clamp<TimeUs>(s_.cluster.options.gossip_interval_us, 1000, 5000);
 
-    const std::size_t samples =
-        static_cast<std::size_t>(s_.duration_us / s_.report.sample_us) + 1;
+    const std::size_t samples = static_cast<std::size_t>(s_.duration_us / s_.report.sample_us) + 1;
     Series& series = r_.series;
     series.sample_us = s_.report.sample_us;
     series.admitted.assign(samples, 0);
@@ -150,7 +147,8 @@ class Simulation {
       // leaves the others' draws unchanged.
       const double u_offset = clock_rng.uniform();
       const double u_drift = clock_rng.uniform();
-      node.offset_us = std::llround((2 * u_offset - 1) * static_cast<double>(s_.clock.offset_max_us));
+      node.offset_us =
+          std::llround((2 * u_offset - 1) * static_cast<double>(s_.clock.offset_max_us));
       node.drift = (2 * u_drift - 1) * s_.clock.drift_max;
       if (i < s_.clock.offsets_us.size()) node.offset_us = s_.clock.offsets_us[i];
       if (i < s_.clock.drifts.size()) node.drift = s_.clock.drifts[i];
@@ -192,8 +190,8 @@ class Simulation {
     // As rlimitd: the wall clock at start, so a restart has a larger one.
     options.membership.incarnation = static_cast<std::uint64_t>(local(i, t));
     options.membership.seeds = seed_addresses_;
-    node.cluster = std::make_unique<core::ClusterNode>(
-        options, *node.limiter, derive_seed(seed_, 4 + result.restarts, i));
+    node.cluster = std::make_unique<core::ClusterNode>(options, *node.limiter,
+                                                       derive_seed(seed_, 4 + result.restarts, i));
     node.up = true;
     ++node.generation;
     node.next_sweep_us = local(i, t) + s_.cluster.sweep_interval_us;
@@ -248,14 +246,20 @@ class Simulation {
 
   void handle(Event& e) {
     switch (e.kind) {
-      case Kind::kDeliver: return deliver(e);
-      case Kind::kTick: return tick(e.node, e.aux);
-      case Kind::kArrival: return arrival(e.aux, e.node);
-      case Kind::kCrash: return crash(e.node);
-      case Kind::kRestart: return restart(e.node);
+      case Kind::kDeliver:
+        return deliver(e);
+      case Kind::kTick:
+        return tick(e.node, e.aux);
+      case Kind::kArrival:
+        return arrival(e.aux, e.node);
+      case Kind::kCrash:
+        return crash(e.node);
+      case Kind::kRestart:
+        return restart(e.node);
       case Kind::kHeal:
         return track("partition " + std::to_string(e.aux) + " healed");
-      case Kind::kProbe: return probe();
+      case Kind::kProbe:
+        return probe();
     }
   }
 
@@ -368,7 +372,8 @@ class Simulation {
     c.event = std::move(event);
     c.at_us = now_;
     r_.convergence.push_back(std::move(c));
-    std::unordered_map<std::string, std::map<std::pair<std::string, std::uint64_t>, std::uint64_t>> known;
+    std::unordered_map<std::string, std::map<std::pair<std::string, std::uint64_t>, std::uint64_t>>
+        known;
     for (Node& node : nodes_) {
       if (!node.up) continue;
       // A copy, because visiting moves the ledger's anti-entropy cursor.
@@ -406,7 +411,8 @@ class Simulation {
         if (state != nullptr) {
           for (const core::Ledger::Entry& e : state->entries) sum += e.consumed;
         }
-        if (static_cast<double>(sum) + s_.report.converge_tokens < static_cast<double>(total)) return false;
+        if (static_cast<double>(sum) + s_.report.converge_tokens < static_cast<double>(total))
+          return false;
       }
     }
     return true;
@@ -431,10 +437,10 @@ class Simulation {
           for (std::size_t v = 0; v < out_.rules.size(); ++v) {
             const core::RuleVerdict& verdict = out_.rules[v];
             if (verdict.params.limit <= 0 || verdict.reset_after_us < 0) continue;
-            const double balance =
-                static_cast<double>(verdict.params.burst) -
-                static_cast<double>(verdict.reset_after_us) * static_cast<double>(verdict.params.limit) /
-                    static_cast<double>(verdict.params.period_us);
+            const double balance = static_cast<double>(verdict.params.burst) -
+                                   static_cast<double>(verdict.reset_after_us) *
+                                       static_cast<double>(verdict.params.limit) /
+                                       static_cast<double>(verdict.params.period_us);
             if (low_.size() <= v) {
               low_.resize(v + 1, balance);
               high_.resize(v + 1, balance);
@@ -478,7 +484,6 @@ class Simulation {
       r_.per_node[i].live_peers_end =
           static_cast<std::int64_t>(node.cluster->membership().live_peers().size());
     }
-    if (std::getenv("RLIMIT_SIM_DEBUG") != nullptr) debug_dump();
     r_.network = network_.stats();
     r_.digest = digest_.value();
 
@@ -493,11 +498,12 @@ class Simulation {
     const Series& series = r_.series;
     const TimeUs sample = series.sample_us;
     const std::size_t first = static_cast<std::size_t>(r_.traffic_start_us / sample);
-    const std::size_t last = std::min(series.samples(),
-                                      static_cast<std::size_t>((r_.traffic_end_us + sample - 1) / sample));
+    const std::size_t last = std::min(
+        series.samples(), static_cast<std::size_t>((r_.traffic_end_us + sample - 1) / sample));
     const std::size_t w = std::max<std::size_t>(1, static_cast<std::size_t>(r_.window_us / sample));
     std::int64_t cumulative = 0;
-    std::vector<std::int64_t> prefix(1, 0);  // prefix[j]: sum of (admitted - ideal) of bins [first, first + j)
+    std::vector<std::int64_t> prefix(
+        1, 0);  // prefix[j]: sum of (admitted - ideal) of bins [first, first + j)
     for (std::size_t b = first; b < last; ++b) {
       const std::int64_t d = static_cast<std::int64_t>(series.admitted[b]) -
                              static_cast<std::int64_t>(series.ideal[b]);
@@ -522,22 +528,6 @@ class Simulation {
         r_.worst_under_window = -d;
         r_.worst_under_at_us = at;
       }
-    }
-  }
-
-  void debug_dump() {
-    for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-      Node& node = nodes_[i];
-      if (!node.up) continue;
-      core::CheckInput input = workload_->input(0, 0);
-      input.cost = 0;
-      node.limiter->check(input, local(i, now_), out_);
-      std::fprintf(stderr, "n%u remaining %lld reset_after %lld\n", i, (long long)out_.rules[0].remaining, (long long)out_.rules[0].reset_after_us);
-      node.limiter->ledger().visit_slice(1000, [&](const std::string& key, const core::Ledger::KeyState& st) {
-        for (const auto& e : st.entries) {
-          std::fprintf(stderr, "   origin %s inc %llu consumed %llu%s\n", node.limiter->ledger().origin_name(e.origin).c_str(), (unsigned long long)e.incarnation, (unsigned long long)e.consumed, (int)(&e - st.entries.data()) == st.own ? " (own)" : "");
-        }
-      });
     }
   }
 

@@ -32,11 +32,20 @@ std::string escape(std::string_view s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -134,10 +143,12 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out << "<text x=\"" << kLeft << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
       << escape(r.scenario) << ": admitted rate against the limit</text>\n";
-  out << "<text x=\"" << kLeft << "\" y=\"44\" fill=\"#444\">" << r.nodes << " nodes, seed " << r.seed
-      << "; rates averaged over " << escape(format_seconds(static_cast<TimeUs>(k) * s.sample_us))
-      << "; admitted " << escape(num(100 * r.error_ratio())) << "% vs ideal; worst "
-      << escape(format_seconds(r.window_us)) << " window +" << r.worst_over_window << " tokens</text>\n";
+  out << "<text x=\"" << kLeft << "\" y=\"44\" fill=\"#444\">" << r.nodes << " nodes, seed "
+      << r.seed << "; rates averaged over "
+      << escape(format_seconds(static_cast<TimeUs>(k) * s.sample_us)) << "; admitted "
+      << escape(num(100 * r.error_ratio())) << "% vs ideal; worst "
+      << escape(format_seconds(r.window_us)) << " window +" << r.worst_over_window
+      << " tokens</text>\n";
 
   // Fault spans behind everything.
   for (std::size_t p = 0; p < r.partitions.size(); ++p) {
@@ -152,9 +163,10 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
   }
   for (const Crash& c : r.crashes) {
     const double x0 = x(static_cast<double>(c.at_us) / 1e6);
-    const double x1 = x(c.restart_us ? std::min(t_max, static_cast<double>(*c.restart_us) / 1e6) : t_max);
-    out << "<rect x=\"" << num(x0) << "\" y=\"" << kTop << "\" width=\"" << num(std::max(1.0, x1 - x0))
-        << "\" height=\"" << plot_h << "\" fill=\"#fde8c8\"/>\n";
+    const double x1 =
+        x(c.restart_us ? std::min(t_max, static_cast<double>(*c.restart_us) / 1e6) : t_max);
+    out << "<rect x=\"" << num(x0) << "\" y=\"" << kTop << "\" width=\""
+        << num(std::max(1.0, x1 - x0)) << "\" height=\"" << plot_h << "\" fill=\"#fde8c8\"/>\n";
     out << "<text x=\"" << num(x0 + 4) << "\" y=\"" << kTop + 28 << "\" fill=\"#a60\">n" << c.node
         << " down</text>\n";
   }
@@ -185,8 +197,9 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
   polyline(requested, "#bbbbbb", 1, "2,3");
   for (std::uint32_t n = 0; n < shown; ++n) polyline(nodes[n], kNodeColours[n % 8], 1, "");
   polyline(ideal, "#555555", 2, "");
-  out << "<line x1=\"" << kLeft << "\" y1=\"" << num(y(r.limit_per_s)) << "\" x2=\"" << kLeft + plot_w
-      << "\" y2=\"" << num(y(r.limit_per_s)) << "\" stroke=\"#000\" stroke-width=\"1.5\" "
+  out << "<line x1=\"" << kLeft << "\" y1=\"" << num(y(r.limit_per_s)) << "\" x2=\""
+      << kLeft + plot_w << "\" y2=\"" << num(y(r.limit_per_s))
+      << "\" stroke=\"#000\" stroke-width=\"1.5\" "
       << "stroke-dasharray=\"8,4\"/>\n";
   polyline(admitted, "#0072B2", 2.5, "");
 
@@ -197,7 +210,8 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
     out << "<line x1=\"" << lx << "\" y1=\"" << ly << "\" x2=\"" << lx + 28 << "\" y2=\"" << ly
         << "\" stroke=\"" << colour << "\" stroke-width=\"" << width << "\"";
     if (dash[0] != '\0') out << " stroke-dasharray=\"" << dash << "\"";
-    out << "/>\n<text x=\"" << lx + 34 << "\" y=\"" << ly + 4 << "\">" << escape(label) << "</text>\n";
+    out << "/>\n<text x=\"" << lx + 34 << "\" y=\"" << ly + 4 << "\">" << escape(label)
+        << "</text>\n";
     ly += 20;
   };
   entry("admitted, all nodes", "#0072B2", 2.5, "");
@@ -213,12 +227,14 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
     ly += 20;
   }
   if (!r.partitions.empty()) {
-    out << "<rect x=\"" << lx << "\" y=\"" << ly - 6 << "\" width=\"28\" height=\"12\" fill=\"#fbdada\"/>"
+    out << "<rect x=\"" << lx << "\" y=\"" << ly - 6
+        << "\" width=\"28\" height=\"12\" fill=\"#fbdada\"/>"
         << "<text x=\"" << lx + 34 << "\" y=\"" << ly + 4 << "\">partition</text>\n";
     ly += 20;
   }
   if (!r.crashes.empty()) {
-    out << "<rect x=\"" << lx << "\" y=\"" << ly - 6 << "\" width=\"28\" height=\"12\" fill=\"#fde8c8\"/>"
+    out << "<rect x=\"" << lx << "\" y=\"" << ly - 6
+        << "\" width=\"28\" height=\"12\" fill=\"#fde8c8\"/>"
         << "<text x=\"" << lx + 34 << "\" y=\"" << ly + 4 << "\">node down</text>\n";
   }
   out << "</svg>\n";

@@ -10,7 +10,7 @@
 namespace rlimit::sim {
 
 struct PlotOptions {
-  TimeUs smooth_us = 500'000;  // moving average over this span
+  TimeUs smooth_us = 500'000;   // moving average over this span
   std::uint32_t max_nodes = 6;  // per-node lines drawn
 };
 

@@ -17,7 +17,8 @@ std::string draw(const SwarmRange& range, Rng& rng) {
     case SwarmKind::kInteger: {
       const auto lo = static_cast<long long>(range.low);
       const auto hi = static_cast<long long>(range.high);
-      std::snprintf(buf, sizeof buf, "%lld", lo + static_cast<long long>(rng() % static_cast<std::uint64_t>(hi - lo + 1)));
+      std::snprintf(buf, sizeof buf, "%lld",
+                    lo + static_cast<long long>(rng() % static_cast<std::uint64_t>(hi - lo + 1)));
       break;
     }
     case SwarmKind::kFloat:
@@ -74,7 +75,8 @@ bool run_swarm(const std::string& text, const std::string& file,
       error = "swarm run " + std::to_string(run.seed) + ": " + load.errors.front();
       return false;
     }
-    if (!run_simulation(*load.scenario, run.seed, RunOptions{.keep_series = false}, run.results, error)) {
+    if (!run_simulation(*load.scenario, run.seed, RunOptions{.keep_series = false}, run.results,
+                        error)) {
       return false;
     }
     run.results.series = Series{};
@@ -82,9 +84,11 @@ bool run_swarm(const std::string& text, const std::string& file,
     run.score = static_cast<double>(run.results.worst_over_window) / per_window;
     if (progress != nullptr) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "  seed %-8llu admitted %+7.2f%%  worst window %+7.2f limits  peak excess %7lld  ",
-                    static_cast<unsigned long long>(run.seed), 100 * run.results.error_ratio(), run.score,
-                    static_cast<long long>(run.results.peak_excess));
+      std::snprintf(
+          buf, sizeof buf,
+          "  seed %-8llu admitted %+7.2f%%  worst window %+7.2f limits  peak excess %7lld  ",
+          static_cast<unsigned long long>(run.seed), 100 * run.results.error_ratio(), run.score,
+          static_cast<long long>(run.results.peak_excess));
       *progress << buf;
       for (const std::string& o : run.overrides) *progress << " " << o;
       *progress << "\n";
@@ -100,10 +104,10 @@ bool run_swarm(const std::string& text, const std::string& file,
   return true;
 }
 
-std::string reproduce_command(const std::string& file, const std::vector<std::string>& base_overrides,
-                              const SwarmRun& run) {
-  std::string command = "build/bin/rlimit-sim --scenario " + shell_word(file) + " --seed " +
-                        std::to_string(run.seed);
+std::string reproduce_command(const std::string& file,
+                              const std::vector<std::string>& base_overrides, const SwarmRun& run) {
+  std::string command =
+      "build/bin/rlimit-sim --scenario " + shell_word(file) + " --seed " + std::to_string(run.seed);
   for (const std::string& o : base_overrides) command += " --set " + shell_word(o);
   for (const std::string& o : run.overrides) command += " --set " + shell_word(o);
   return command;

@@ -37,7 +37,7 @@ bool run_swarm(const std::string& text, const std::string& file,
                std::ostream* progress);
 
 // The shell command that reproduces one run.
-std::string reproduce_command(const std::string& file, const std::vector<std::string>& base_overrides,
-                              const SwarmRun& run);
+std::string reproduce_command(const std::string& file,
+                              const std::vector<std::string>& base_overrides, const SwarmRun& run);
 
 }  // namespace rlimit::sim

@@ -77,7 +77,8 @@ Workload::Workload(const Scenario& scenario, std::uint64_t seed, std::string& er
     double tightest = -1;
     double fewest = -1;
     for (const core::RuleVerdict& v : out.rules) {
-      const double per_s = static_cast<double>(v.params.limit) * 1e6 / static_cast<double>(v.params.period_us);
+      const double per_s =
+          static_cast<double>(v.params.limit) * 1e6 / static_cast<double>(v.params.period_us);
       const double tokens = static_cast<double>(v.params.burst) + per_s * span_s;
       if (fewest >= 0 && tokens >= fewest) continue;
       fewest = tokens;
@@ -89,7 +90,8 @@ Workload::Workload(const Scenario& scenario, std::uint64_t seed, std::string& er
     if (tightest >= 0) info.limit_per_s = tightest * (info.per_key ? t.keys : 1);
     info.rate_per_s = t.rate_per_s > 0 ? t.rate_per_s : t.demand * info.limit_per_s;
     if (t.rate_per_s <= 0 && tightest < 0) {
-      error = "traffic \"" + t.name + "\" matches no rule, so demand has no meaning: give it a rate";
+      error =
+          "traffic \"" + t.name + "\" matches no rule, so demand has no meaning: give it a rate";
       return;
     }
     if (tightest >= 0) {
@@ -109,7 +111,9 @@ Workload::Workload(const Scenario& scenario, std::uint64_t seed, std::string& er
       s.node_rate_per_s.push_back(total > 0 ? info.rate_per_s * weights[i] / total : 0);
       s.rngs.emplace_back(derive_seed(seed, 1000 + si, i));
       const TimeUs cycle = t.burst_on_us + t.burst_off_us;
-      s.phase_us.push_back(t.burst_aligned ? 0 : static_cast<TimeUs>(s.rngs.back().uniform() * static_cast<double>(cycle)));
+      s.phase_us.push_back(t.burst_aligned ? 0
+                                           : static_cast<TimeUs>(s.rngs.back().uniform() *
+                                                                 static_cast<double>(cycle)));
     }
 
     // Keys: cumulative weights, shared or per node.

@@ -62,9 +62,9 @@ class Workload {
     std::vector<Template> descriptor_values;
     std::optional<Template> inline_key;
     std::vector<double> node_rate_per_s;
-    std::vector<Rng> rngs;        // per node
-    std::vector<TimeUs> phase_us; // bursts: per node
-    KeyTable shared_keys;         // when key_spread is 0
+    std::vector<Rng> rngs;            // per node
+    std::vector<TimeUs> phase_us;     // bursts: per node
+    KeyTable shared_keys;             // when key_spread is 0
     std::vector<KeyTable> node_keys;  // when key_spread > 0
   };
 

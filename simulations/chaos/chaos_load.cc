@@ -4,7 +4,6 @@
 // core::TokenBucket on this process's clock, fed the same requests) would
 // have admitted: the figures rlimit-sim reports, for simulations/chaos/run.sh.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,8 +28,9 @@ struct Second {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlimit-chaos-load: steady checks of one key over several rlimitd nodes, "
-               "against a perfect limiter"};
+  CLI::App app{
+      "rlimit-chaos-load: steady checks of one key over several rlimitd nodes, "
+      "against a perfect limiter"};
   std::vector<std::string> sockets;
   double rate = 200, seconds = 30;
   std::int64_t limit = 100, burst = 0, period_ms = 1000;
@@ -39,13 +39,16 @@ int main(int argc, char** argv) {
   app.add_option("--socket", sockets, "rlimitd socket; repeat for every node")->required();
   app.add_option("--rate", rate, "checks per second, all nodes together")->capture_default_str();
   app.add_option("--seconds", seconds, "how long")->capture_default_str();
-  app.add_option("--limit", limit, "the rule's limit per period (for the ideal)")->capture_default_str();
+  app.add_option("--limit", limit, "the rule's limit per period (for the ideal)")
+      ->capture_default_str();
   app.add_option("--burst", burst, "the rule's burst (0: the limit)");
   app.add_option("--period-ms", period_ms, "the rule's period")->capture_default_str();
-  app.add_option("--key", key, "value of the descriptor api=... every check carries")->capture_default_str();
+  app.add_option("--key", key, "value of the descriptor api=... every check carries")
+      ->capture_default_str();
   app.add_option("--timeout-ms", timeout_ms, "per check; a node that does not answer fails open")
       ->capture_default_str();
-  app.add_option("--csv", csv_path, "per-second series: t_s,requested,ideal,admitted,failed_open,n0..");
+  app.add_option("--csv", csv_path,
+                 "per-second series: t_s,requested,ideal,admitted,failed_open,n0..");
   CLI11_PARSE(app, argc, argv);
   if (burst <= 0) burst = limit;
 
@@ -103,7 +106,8 @@ int main(int argc, char** argv) {
     sum.admitted += s.admitted;
     sum.failed_open += s.failed_open;
     for (std::size_t n = 0; n < clients.size(); ++n) sum.per_node[n] += s.per_node[n];
-    const std::int64_t d = static_cast<std::int64_t>(s.admitted) - static_cast<std::int64_t>(s.ideal);
+    const std::int64_t d =
+        static_cast<std::int64_t>(s.admitted) - static_cast<std::int64_t>(s.ideal);
     if (d > worst) {
       worst = d;
       worst_at = i;
@@ -111,22 +115,26 @@ int main(int argc, char** argv) {
     cumulative += d;
     peak = std::max(peak, cumulative);
   }
-  const double ratio = sum.ideal == 0 ? 0 : static_cast<double>(sum.admitted) / static_cast<double>(sum.ideal) - 1;
-  std::printf("chaos load: %zu nodes, %.0f checks/s for %.0f s, limit %lld per %lld ms (burst %lld)\n",
-              clients.size(), rate, seconds, static_cast<long long>(limit),
-              static_cast<long long>(period_ms), static_cast<long long>(burst));
+  const double ratio =
+      sum.ideal == 0 ? 0 : static_cast<double>(sum.admitted) / static_cast<double>(sum.ideal) - 1;
+  std::printf(
+      "chaos load: %zu nodes, %.0f checks/s for %.0f s, limit %lld per %lld ms (burst %lld)\n",
+      clients.size(), rate, seconds, static_cast<long long>(limit),
+      static_cast<long long>(period_ms), static_cast<long long>(burst));
   std::printf("  %-32s %10llu\n", "requested", static_cast<unsigned long long>(sum.requested));
-  std::printf("  %-32s %10llu\n", "ideal (one perfect limiter)", static_cast<unsigned long long>(sum.ideal));
+  std::printf("  %-32s %10llu\n", "ideal (one perfect limiter)",
+              static_cast<unsigned long long>(sum.ideal));
   std::printf("  %-32s %10llu  %+.2f%% vs ideal\n", "admitted by the cluster",
               static_cast<unsigned long long>(sum.admitted), 100 * ratio);
-  std::printf("  %-32s %10llu  (node unreachable: the client failed open)\n", "  of which failed open",
-              static_cast<unsigned long long>(sum.failed_open));
+  std::printf("  %-32s %10llu  (node unreachable: the client failed open)\n",
+              "  of which failed open", static_cast<unsigned long long>(sum.failed_open));
   std::printf("  %-32s %+10lld  in second %zu\n", "worst 1s window, over",
               static_cast<long long>(worst), worst_at);
   std::printf("  %-32s %10lld\n", "peak cumulative excess", static_cast<long long>(peak));
   std::printf("  %-32s %10lld\n", "excess at the end", static_cast<long long>(cumulative));
   for (std::size_t n = 0; n < clients.size(); ++n) {
-    std::printf("  admitted at n%-19zu %10llu\n", n, static_cast<unsigned long long>(sum.per_node[n]));
+    std::printf("  admitted at n%-19zu %10llu\n", n,
+                static_cast<unsigned long long>(sum.per_node[n]));
   }
   if (!csv_path.empty()) {
     std::ofstream out(csv_path);

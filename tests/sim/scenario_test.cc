@@ -34,10 +34,10 @@ TEST(ScenarioTest, EveryShippedScenarioLoads) {
 }
 
 TEST(ScenarioTest, OverridesReachAnyField) {
-  const ScenarioLoad load = load_scenario(
-      kMinimal, "t.toml",
-      {"network.loss=0.25", "cluster.fanout=5", "traffic.0.demand=3.5", "network.delay=\"7ms\"",
-       "traffic.0.arrival=constant"});
+  const ScenarioLoad load =
+      load_scenario(kMinimal, "t.toml",
+                    {"network.loss=0.25", "cluster.fanout=5", "traffic.0.demand=3.5",
+                     "network.delay=\"7ms\"", "traffic.0.arrival=constant"});
   ASSERT_TRUE(load.scenario) << (load.errors.empty() ? "" : load.errors[0]);
   const Scenario& s = *load.scenario;
   EXPECT_DOUBLE_EQ(s.network.loss, 0.25);
@@ -49,13 +49,14 @@ TEST(ScenarioTest, OverridesReachAnyField) {
 }
 
 TEST(ScenarioTest, UnknownKeysAndBadValuesAreErrors) {
-  const ScenarioLoad load = load_scenario(kMinimal, "t.toml",
-                                          {"network.los=0.1", "cluster.nodes=0", "traffic.3.demand=1"});
+  const ScenarioLoad load = load_scenario(
+      kMinimal, "t.toml", {"network.los=0.1", "cluster.nodes=0", "traffic.3.demand=1"});
   EXPECT_FALSE(load.scenario);
   ASSERT_EQ(load.errors.size(), 1u);  // a bad path stops before the fields are read
   EXPECT_NE(load.errors[0].find("traffic.3.demand"), std::string::npos);
 
-  const ScenarioLoad typo = load_scenario(kMinimal, "t.toml", {"network.los=0.1", "cluster.nodes=0"});
+  const ScenarioLoad typo =
+      load_scenario(kMinimal, "t.toml", {"network.los=0.1", "cluster.nodes=0"});
   ASSERT_EQ(typo.errors.size(), 2u);
   const std::string all = typo.errors[0] + "\n" + typo.errors[1];
   EXPECT_NE(all.find("t.toml: network.los: unknown key"), std::string::npos) << all;
