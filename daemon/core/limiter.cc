@@ -25,12 +25,6 @@ constexpr std::size_t kInlineKeyBytes = kKeyHeaderBytes + 24;
 // Buckets visited, at most, to make room when a new key meets a full table.
 constexpr std::size_t kMakeRoomVisits = 64;
 
-void append_u64(std::string& out, std::uint64_t v) {
-  char bytes[8];
-  std::memcpy(bytes, &v, 8);
-  out.append(bytes, 8);
-}
-
 std::uint64_t read_u64(std::string_view key, std::size_t at) {
   std::uint64_t v;
   std::memcpy(&v, key.data() + at, 8);
@@ -63,12 +57,6 @@ std::uint64_t fingerprint(const Rule& rule) {
   return hash == kInlineFingerprint ? 1 : hash;
 }
 
-void append_i64(std::string& out, std::int64_t v) {
-  char bytes[8];
-  std::memcpy(bytes, &v, 8);
-  out.append(bytes, 8);
-}
-
 std::int64_t read_i64(std::string_view key, std::size_t at) {
   std::int64_t v;
   std::memcpy(&v, key.data() + at, 8);
@@ -82,10 +70,26 @@ const std::string_view* find_value(std::span<const Descriptor> descriptors, std:
   return nullptr;
 }
 
+bool value_matches(const ValueMatcher& matcher, std::string_view value) {
+  return matcher.kind == ValueMatchKind::kAny || matcher.matches(value);
+}
+
 bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Descriptor> descriptors) {
   for (const DescriptorMatch& m : match) {
     const std::string_view* value = find_value(descriptors, m.key);
-    if (value == nullptr || !m.value.matches(*value)) return false;
+    if (value == nullptr || !value_matches(m.value, *value)) return false;
+  }
+  return true;
+}
+
+// matches_all that also records each match's value in `values` (which holds
+// at least match.size() entries), for building the bucket key.
+bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Descriptor> descriptors,
+                 std::string_view* values) {
+  for (std::size_t i = 0; i < match.size(); ++i) {
+    const std::string_view* value = find_value(descriptors, match[i].key);
+    if (value == nullptr || !value_matches(match[i].value, *value)) return false;
+    values[i] = *value;
   }
   return true;
 }
@@ -226,12 +230,23 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   }
 
   // Gather the buckets every matching rule (and the inline limit) points at.
+  // Keys are written into key_scratch_, which only grows: `key_used` bytes of
+  // it hold this check's keys.
   pending_.clear();
-  key_scratch_.clear();
+  std::size_t key_used = 0;
+  const auto key_space = [&](std::size_t bytes) {
+    if (key_scratch_.size() < key_used + bytes) {
+      key_scratch_.resize(std::max(2 * key_scratch_.size(), key_used + bytes));
+    }
+    char* at = key_scratch_.data() + key_used;
+    key_used += bytes;
+    return at;
+  };
   bool any_skipped = false;
   for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
     const Rule& rule = compiled.set.rules[r];
-    if (!matches_all(rule.match, input.descriptors)) continue;
+    if (match_values_.size() < rule.match.size()) match_values_.resize(rule.match.size());
+    if (!matches_all(rule.match, input.descriptors, match_values_.data())) continue;
     if (has_exemptions && skipped_[r]) {
       any_skipped = true;
       continue;
@@ -248,39 +263,34 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     Pending& p = pending_.emplace_back();
     p.name = rule.name;
     p.params = *params;
-    p.key_offset = key_scratch_.size();
-    // Sized first, then written in place: one resize, no appends.
-    std::size_t key_bytes = kKeyHeaderBytes;
-    for (const DescriptorMatch& m : rule.match) {
-      if (m.value.each) key_bytes += 4 + find_value(input.descriptors, m.key)->size();
-    }
-    key_scratch_.resize(p.key_offset + key_bytes);
-    char* at = key_scratch_.data() + p.key_offset;
+    p.key_offset = key_used;
+    char* at = key_space(kKeyHeaderBytes);
     std::memcpy(at, &compiled.fingerprints[r], 8);
     at[8] = static_cast<char>(override_index);
-    at += kKeyHeaderBytes;
-    for (const DescriptorMatch& m : rule.match) {
-      if (!m.value.each) continue;
-      const std::string_view value = *find_value(input.descriptors, m.key);
+    for (std::size_t i = 0; i < rule.match.size(); ++i) {
+      if (!rule.match[i].value.each) continue;
+      const std::string_view value = match_values_[i];
       const auto length = static_cast<std::uint32_t>(value.size());
+      at = key_space(4 + value.size());
       std::memcpy(at, &length, 4);
       std::memcpy(at + 4, value.data(), value.size());
-      at += 4 + value.size();
     }
-    p.key_bytes = key_bytes;
+    p.key_bytes = key_used - p.key_offset;
   }
   if (input.inline_limit != nullptr) {
     Pending& p = pending_.emplace_back();
     p.name = input.inline_limit->key;
     p.params = input.inline_limit->params;
-    p.key_offset = key_scratch_.size();
-    append_u64(key_scratch_, kInlineFingerprint);
-    key_scratch_.push_back(0);
-    append_i64(key_scratch_, p.params.limit);
-    append_i64(key_scratch_, p.params.period_us);
-    append_i64(key_scratch_, p.params.burst);
-    key_scratch_.append(input.inline_limit->key);
-    p.key_bytes = key_scratch_.size() - p.key_offset;
+    p.key_offset = key_used;
+    const std::string_view name = input.inline_limit->key;
+    char* at = key_space(kInlineKeyBytes + name.size());
+    std::memcpy(at, &kInlineFingerprint, 8);
+    at[8] = 0;
+    std::memcpy(at + kKeyHeaderBytes, &p.params.limit, 8);
+    std::memcpy(at + kKeyHeaderBytes + 8, &p.params.period_us, 8);
+    std::memcpy(at + kKeyHeaderBytes + 16, &p.params.burst, 8);
+    std::memcpy(at + kInlineKeyBytes, name.data(), name.size());
+    p.key_bytes = key_used - p.key_offset;
   }
   if (pending_.empty()) {
     out.allowed = true;

@@ -154,6 +154,7 @@ class Limiter {
   struct Pending;
   std::vector<Pending> pending_;
   std::string key_scratch_;
+  std::vector<std::string_view> match_values_;
   std::vector<bool> skipped_;
 };
 
