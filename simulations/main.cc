@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const SwarmRun& worst = report.runs[report.worst];
-    std::cout << "\nWorst case (largest over-admission in one window): seed " << worst.seed << "\n";
+    std::cout << "\nWorst case (largest excess over the ideal, in a window or cumulated): seed " << worst.seed << "\n";
     std::cout << "  reproduce: " << reproduce_command(scenario_path, overrides, worst) << "\n\n";
     print_table(worst.results, std::cout);
     if (!json_path.empty() &&

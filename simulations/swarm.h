@@ -18,7 +18,7 @@ struct SwarmRun {
   std::uint64_t seed = 0;
   std::vector<std::string> overrides;  // the drawn parameters, as --set arguments
   Results results;                     // without the time series
-  double score = 0;                    // worst window over-admission, in limits per window
+  double score = 0;  // max(worst window over, peak excess), in limits per window
 };
 
 struct SwarmReport {
