@@ -6,6 +6,8 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+
 #include "core/bytes.h"
 
 namespace rlimit::core {
@@ -77,21 +79,34 @@ std::uint64_t hash_key(std::string_view key) {
   return mum(kSecret1 ^ n, mum(a ^ kSecret1, b ^ seed));
 }
 
-KeyTable::SlotArray KeyTable::allocate_slots(std::size_t capacity) {
-  SlotArray array;
-  array.block = std::calloc(capacity * sizeof(Slot) + kSlotAlignment, 1);
-  if (array.block == nullptr) throw std::bad_alloc();
-  const auto at = reinterpret_cast<std::uintptr_t>(array.block);
-  // Zeroed memory is a valid array of empty slots (trivial types, all zero).
-  array.slots = reinterpret_cast<Slot*>((at + kSlotAlignment - 1) & ~(kSlotAlignment - 1));
-  return array;
+KeyTable::Block KeyTable::allocate_zeroed(std::size_t bytes) {
+  constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  Block block;
+  if (bytes >= kHugePage) {
+    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    block.base = std::aligned_alloc(kHugePage, rounded);
+    if (block.base == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(block.base, rounded, MADV_HUGEPAGE);  // best effort: failure changes nothing
+#endif
+    std::memset(block.base, 0, rounded);
+    block.data = block.base;
+    return block;
+  }
+  // calloc: large zeroed blocks are fresh pages, not written until used.
+  block.base = std::calloc(bytes + kSlotAlignment, 1);
+  if (block.base == nullptr) throw std::bad_alloc();
+  const auto at = reinterpret_cast<std::uintptr_t>(block.base);
+  block.data = reinterpret_cast<void*>((at + kSlotAlignment - 1) & ~(kSlotAlignment - 1));
+  return block;
 }
 
 KeyTable::~KeyTable() {
   for (std::size_t i = 0; i < capacity_; ++i) {
     if (tags_[i] != 0 && slots_[i].key_bytes > kInlineKeyBytes) delete[] heap_key(slots_[i].key);
   }
-  std::free(slots_array_.block);
+  std::free(tags_block_.base);
+  std::free(slots_block_.base);
 }
 
 std::string_view KeyTable::key_of(const Slot& slot) {
@@ -158,9 +173,17 @@ void KeyTable::reserve(std::size_t more) {
 
 void KeyTable::rehash(std::size_t capacity) {
   assert(capacity >= kFirstCapacity && (capacity & (capacity - 1)) == 0);
-  auto tags = std::make_unique<std::uint16_t[]>(capacity);  // zeroed: all empty
-  const SlotArray array = allocate_slots(capacity);
-  Slot* slots = array.slots;
+  // Zeroed memory is all empty tags and a valid array of empty slots.
+  const Block tags_block = allocate_zeroed(capacity * sizeof(std::uint16_t));
+  Block slots_block;
+  try {
+    slots_block = allocate_zeroed(capacity * sizeof(Slot));
+  } catch (...) {
+    std::free(tags_block.base);
+    throw;
+  }
+  auto* tags = static_cast<std::uint16_t*>(tags_block.data);
+  auto* slots = static_cast<Slot*>(slots_block.data);
   const std::size_t mask = capacity - 1;
   for (std::size_t from = 0; from < capacity_; ++from) {
     if (tags_[from] == 0) continue;
@@ -170,9 +193,11 @@ void KeyTable::rehash(std::size_t capacity) {
     std::memcpy(static_cast<void*>(&slots[to]), &slots_[from], sizeof(Slot));
     tags[to] = tags_[from];
   }
-  tags_ = std::move(tags);
-  std::free(slots_array_.block);
-  slots_array_ = array;
+  std::free(tags_block_.base);
+  std::free(slots_block_.base);
+  tags_block_ = tags_block;
+  slots_block_ = slots_block;
+  tags_ = tags;
   slots_ = slots;
   capacity_ = capacity;
   mask_ = mask;
