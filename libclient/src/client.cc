@@ -319,11 +319,13 @@ struct Client::Impl {
         // The daemon's accept backlog is full; the attempt did not start.
         // Retry briefly within this call's deadline.
         if (Clock::now() >= until) return give_up("accept backlog full");
+        fresh_deadline = false;
         ::poll(nullptr, 0, 1);
         continue;
       }
       if (err != EINPROGRESS && err != EINTR) return give_up(std::strerror(err));
       pollfd p{fd, POLLOUT, 0};
+      fresh_deadline = false;
       const int ready = poll_until(p, until);
       if (ready <= 0) return give_up(ready == 0 ? "timed out" : std::strerror(errno));
       int so_error = 0;
@@ -588,8 +590,11 @@ struct Client::Impl {
   // until `done()` or `until`. Reading while writing keeps a daemon that
   // answers as it reads from stalling on a full socket buffer. On failure the
   // connection is closed and every ticket answered.
+  // Callers compute `until` just before calling, so a first wait may use the
+  // whole timeout (see wait_for_reply).
   template <typename Done>
   bool pump(Clock::time_point until, Done&& done, Failure& failure) {
+    fresh_deadline = true;
     if (pump_once(until, done, failure)) return true;
     if (peer_gone_before_send) {
       // Nothing reached the daemon: send the same frames on a new connection.
@@ -605,15 +610,15 @@ struct Client::Impl {
   }
 
   // Waits for a reply inside recv() itself: one syscall where poll() + recv()
-  // would take two. Only for a wait that starts with most of the call's time
-  // left, since SO_RCVTIMEO is the whole timeout_ms (so a call may overrun its
-  // deadline by at most a tenth of it). Returns false with `failure` set;
-  // sets `waited` when it did wait.
+  // would take two. Only for the first wait of a pump() call, which starts
+  // with all of the call's time left but for the microseconds spent encoding
+  // and sending, since SO_RCVTIMEO is the whole timeout_ms; later waits (a
+  // partial reply, a slow connect) use poll() and the exact deadline. Returns
+  // false with `failure` set; sets `waited` when it did wait.
   bool wait_for_reply(Clock::time_point until, bool& waited, Failure& failure) {
     waited = false;
-    if (!blocking_wait) return true;
-    const auto left = until - Clock::now();
-    if (left < std::chrono::milliseconds(options.timeout_ms) * 9 / 10) return true;
+    if (!blocking_wait || !fresh_deadline) return true;
+    fresh_deadline = false;
     waited = true;
     char chunk[kReadChunkBytes];
     for (;;) {
@@ -735,6 +740,7 @@ struct Client::Impl {
   std::size_t unsent_frames = 0;  // frames in `out` of which nothing was sent yet
   bool peer_gone_before_send = false;
   bool blocking_wait = false;  // the socket blocks in recv(flags 0) up to timeout_ms
+  bool fresh_deadline = false;  // no wait yet in this pump() call
   Clock::time_point last_used_at{};  // start of the last call, or the connect
   std::deque<Ticket> tickets;
   std::size_t ticket_hint = 0;
