@@ -14,6 +14,13 @@ namespace rlimit::core {
 namespace {
 
 constexpr std::size_t kFirstCapacity = 16;
+
+// Growth by half again (not doubling) keeps the load between 7/12 and 7/8:
+// about 25 % fewer bytes per key on average.
+std::size_t grown(std::size_t capacity) {
+  const std::size_t next = std::max(kFirstCapacity, capacity + capacity / 2);
+  return (next + 15) / 16 * 16;
+}
 constexpr std::uintptr_t kSlotAlignment = 64;
 
 std::uint64_t load64(const char* p) {
@@ -117,7 +124,7 @@ std::string_view KeyTable::key_of(const Slot& slot) {
 TokenBucket* KeyTable::find(std::string_view key) {
   if (size_ == 0) return nullptr;
   const std::uint64_t hash = hash_key(key);
-  std::size_t i = hash & mask_;
+  std::size_t i = home_of(static_cast<std::uint32_t>(hash));
   // The slot line is fetched while the tags are scanned: most keys sit in
   // their home slot. (Reading the home slot first, tags only on a mismatch,
   // measured slower: the tag scan then waits for the slot.)
@@ -131,18 +138,18 @@ TokenBucket* KeyTable::find(std::string_view key) {
       Slot& slot = slots_[i];
       if (slot.hash == hash32 && equal_bytes(key_of(slot), key)) return &slot.bucket;
     }
-    i = (i + 1) & mask_;
+    i = next(i);
   }
 }
 
 TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
   if (size_ >= max_keys_ || key.empty() || key.size() > UINT32_MAX) return nullptr;
-  if (will_grow(1)) rehash(std::max(kFirstCapacity, 2 * capacity_));
+  if (will_grow(1)) rehash(grown(capacity_));
   const std::uint64_t hash = hash_key(key);
   const std::uint16_t tag = tag_of(hash);
   const auto hash32 = static_cast<std::uint32_t>(hash);
-  std::size_t i = hash & mask_;
-  for (; tags_[i] != 0; i = (i + 1) & mask_) {
+  std::size_t i = home_of(hash32);
+  for (; tags_[i] != 0; i = next(i)) {
     if (tags_[i] == tag && slots_[i].hash == hash32 && equal_bytes(key_of(slots_[i]), key)) {
       return nullptr;
     }
@@ -166,13 +173,13 @@ TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
 
 void KeyTable::reserve(std::size_t more) {
   if (!will_grow(more)) return;
-  std::size_t capacity = std::max(kFirstCapacity, capacity_);
-  while (size_ + more > max_load(capacity)) capacity *= 2;
+  std::size_t capacity = grown(capacity_);
+  while (size_ + more > max_load(capacity)) capacity = grown(capacity);
   rehash(capacity);
 }
 
 void KeyTable::rehash(std::size_t capacity) {
-  assert(capacity >= kFirstCapacity && (capacity & (capacity - 1)) == 0);
+  assert(capacity >= kFirstCapacity && capacity > size_);
   // Zeroed memory is all empty tags and a valid array of empty slots.
   const Block tags_block = allocate_zeroed(capacity * sizeof(std::uint16_t));
   Block slots_block;
@@ -184,11 +191,10 @@ void KeyTable::rehash(std::size_t capacity) {
   }
   auto* tags = static_cast<std::uint16_t*>(tags_block.data);
   auto* slots = static_cast<Slot*>(slots_block.data);
-  const std::size_t mask = capacity - 1;
   for (std::size_t from = 0; from < capacity_; ++from) {
     if (tags_[from] == 0) continue;
-    std::size_t to = slots_[from].hash & mask;
-    while (tags[to] != 0) to = (to + 1) & mask;
+    std::size_t to = home_of(slots_[from].hash, capacity);
+    while (tags[to] != 0) to = to + 1 == capacity ? 0 : to + 1;
     // Slots are trivially copyable (the heap key pointer moves with them).
     std::memcpy(static_cast<void*>(&slots[to]), &slots_[from], sizeof(Slot));
     tags[to] = tags_[from];
@@ -200,7 +206,6 @@ void KeyTable::rehash(std::size_t capacity) {
   tags_ = tags;
   slots_ = slots;
   capacity_ = capacity;
-  mask_ = mask;
   sweep_cursor_ = 0;
 }
 
@@ -211,8 +216,8 @@ void KeyTable::erase_at(std::size_t hole) {
   }
   // Backward-shift deletion: move each later entry of the run into the hole
   // unless its home lies cyclically in (hole, j], where it must stay.
-  for (std::size_t j = (hole + 1) & mask_; tags_[j] != 0; j = (j + 1) & mask_) {
-    const std::size_t home = slots_[j].hash & mask_;
+  for (std::size_t j = next(hole); tags_[j] != 0; j = next(j)) {
+    const std::size_t home = home_of(slots_[j].hash);
     const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (stays) continue;
     std::memcpy(static_cast<void*>(&slots_[hole]), &slots_[j], sizeof(Slot));
@@ -232,7 +237,7 @@ std::size_t KeyTable::sweep(std::size_t max_visits, const EvictPredicate& evict)
   // Empty slots count too, a little, so a sparse table costs no more per call.
   const std::size_t max_walk = std::min(capacity_, 4 * max_visits + 64);
   for (std::size_t walked = 0; walked < max_walk && visited < max_visits; ++walked) {
-    const std::size_t i = sweep_cursor_ & mask_;
+    const std::size_t i = sweep_cursor_ < capacity_ ? sweep_cursor_ : 0;
     if (tags_[i] != 0) {
       ++visited;
       const Slot& slot = slots_[i];

@@ -6,7 +6,7 @@
 //
 // Layout (why: a lookup among a million keys should cost one cache miss, not
 // the three of a node-based map with heap strings): open addressing with
-// linear probing over two arrays of the same power-of-two capacity,
+// linear probing over two arrays of the same capacity,
 //  - slots: one 64-byte cache line each, holding the bucket, 32 bits of the
 //    hash (to re-home entries on growth and deletion without rehashing keys)
 //    and the key itself when it is at most 32 bytes (else a heap copy);
@@ -14,7 +14,9 @@
 //    a probe run is scanned 32 slots per cache line without touching slots.
 // A lookup fetches the key's home slot while it scans the tags; most keys sit
 // in their home slot, so most lookups cost one miss into the slot array.
-// The load stays at most 7/8 (the capacity doubles past it). Erasing shifts
+// A key's home slot is its 32-bit hash scaled to the capacity (multiply and
+// shift, so any capacity works). The load stays at most 7/8; past it the
+// capacity grows by half (so the load after growing is 7/12). Erasing shifts
 // the following entries of the probe run back (no tombstones), so the table
 // never degrades however keys come and go.
 #pragma once
@@ -63,7 +65,7 @@ class KeyTable {
   std::size_t max_keys() const { return max_keys_; }
   void set_max_keys(std::size_t max_keys) { max_keys_ = max_keys; }
 
-  // Slots allocated (0 or a power of two) and the bytes the table holds:
+  // Slots allocated (0, or 16 and more) and the bytes the table holds:
   // both arrays plus the heap copies of long keys.
   std::size_t capacity() const { return capacity_; }
   std::size_t memory_bytes() const;
@@ -96,6 +98,11 @@ class KeyTable {
   static std::uint16_t tag_of(std::uint64_t hash) {
     return static_cast<std::uint16_t>((hash >> 48) | 1);
   }
+  static std::size_t home_of(std::uint32_t hash32, std::size_t capacity) {
+    return static_cast<std::size_t>((std::uint64_t{hash32} * capacity) >> 32);
+  }
+  std::size_t home_of(std::uint32_t hash32) const { return home_of(hash32, capacity_); }
+  std::size_t next(std::size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
   static std::string_view key_of(const Slot& slot);
   // Grows (or first allocates) to `capacity` slots, re-homing every entry.
   void rehash(std::size_t capacity);
@@ -107,7 +114,6 @@ class KeyTable {
   std::uint16_t* tags_ = nullptr;
   Slot* slots_ = nullptr;
   std::size_t capacity_ = 0;
-  std::size_t mask_ = 0;
   std::size_t size_ = 0;
   std::size_t heap_key_bytes_ = 0;
   std::size_t max_keys_;
