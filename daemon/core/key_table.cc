@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <new>
 
 #include <sys/mman.h>
@@ -207,6 +208,10 @@ void KeyTable::rehash(std::size_t capacity) {
   slots_ = slots;
   capacity_ = capacity;
   sweep_cursor_ = 0;
+  // A stride coprime to the capacity visits every slot once per pass; near
+  // capacity / golden ratio, consecutive visits land far apart.
+  sweep_stride_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.6180339887) | 1;
+  while (std::gcd(sweep_stride_, capacity) != 1) sweep_stride_ += 2;
 }
 
 void KeyTable::erase_at(std::size_t hole) {
@@ -237,7 +242,7 @@ std::size_t KeyTable::sweep(std::size_t max_visits, const EvictPredicate& evict)
   // Empty slots count too, a little, so a sparse table costs no more per call.
   const std::size_t max_walk = std::min(capacity_, 4 * max_visits + 64);
   for (std::size_t walked = 0; walked < max_walk && visited < max_visits; ++walked) {
-    const std::size_t i = sweep_cursor_ < capacity_ ? sweep_cursor_ : 0;
+    const std::size_t i = sweep_cursor_;
     if (tags_[i] != 0) {
       ++visited;
       const Slot& slot = slots_[i];
@@ -248,9 +253,25 @@ std::size_t KeyTable::sweep(std::size_t max_visits, const EvictPredicate& evict)
         if (tags_[i] != 0) continue;
       }
     }
-    sweep_cursor_ = i + 1;
+    sweep_cursor_ = i + sweep_stride_;
+    if (sweep_cursor_ >= capacity_) sweep_cursor_ -= capacity_;
   }
   return erased;
+}
+
+std::size_t KeyTable::longest_run() const {
+  if (size_ == 0) return 0;
+  if (size_ == capacity_) return capacity_;
+  // Start just after an empty slot so no run is split by the wrap.
+  std::size_t start = 0;
+  while (tags_[start] != 0) ++start;
+  std::size_t longest = 0, run = 0;
+  for (std::size_t k = 1; k <= capacity_; ++k) {
+    const std::size_t i = (start + k) % capacity_;
+    run = tags_[i] != 0 ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return longest;
 }
 
 std::size_t KeyTable::memory_bytes() const {

@@ -17,8 +17,9 @@
 // A key's home slot is its 32-bit hash scaled to the capacity (multiply and
 // shift, so any capacity works). The load stays at most 7/8; past it the
 // capacity grows by half (so the load after growing is 7/12). Erasing shifts
-// the following entries of the probe run back (no tombstones), so the table
-// never degrades however keys come and go.
+// the following entries of the probe run back (no tombstones), and the sweep
+// erases across the whole table rather than region by region, so the table
+// does not degrade however keys come and go.
 #pragma once
 
 #include <cstddef>
@@ -53,17 +54,23 @@ class KeyTable {
   void reserve(std::size_t more);
 
   // Visits up to `max_visits` entries (and a bounded number of empty slots),
-  // continuing where the last call stopped and wrapping around, and erases
-  // those for which `evict(key, bucket)` is true. Returns the number erased.
-  // The predicate must not modify the table. An entry may be visited twice in
-  // one pass (erasing moves entries back), never skipped, unless the table
-  // grows between calls.
+  // continuing where the last call stopped, and erases those for which
+  // `evict(key, bucket)` is true. Returns the number erased. The predicate
+  // must not modify the table. One pass visits every slot once, in an order
+  // that strides across the table: erasing in slot order would empty one
+  // region while another stays dense, and linear probing degrades with the
+  // densest region, not the average. (An entry that erasing moves back into a
+  // slot already visited waits for the next pass.)
   using EvictPredicate = std::function<bool(std::string_view key, const TokenBucket& bucket)>;
   std::size_t sweep(std::size_t max_visits, const EvictPredicate& evict);
 
   std::size_t size() const { return size_; }
   std::size_t max_keys() const { return max_keys_; }
   void set_max_keys(std::size_t max_keys) { max_keys_ = max_keys; }
+
+  // The longest run of occupied slots (what a miss may have to scan), for
+  // tests and diagnostics: O(capacity).
+  std::size_t longest_run() const;
 
   // Slots allocated (0, or 16 and more) and the bytes the table holds:
   // both arrays plus the heap copies of long keys.
@@ -118,6 +125,7 @@ class KeyTable {
   std::size_t heap_key_bytes_ = 0;
   std::size_t max_keys_;
   std::size_t sweep_cursor_ = 0;  // slot index
+  std::size_t sweep_stride_ = 1;  // coprime to capacity_
 };
 
 // The hash the table uses: fast on short keys, stable across builds.
