@@ -37,7 +37,7 @@ Session::Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
 Session::~Session() = default;
 
 void Session::start() {
-  // flush() writes directly and must not block the loop on a full buffer.
+  // write_now() writes directly and must not block the loop on a full buffer.
   boost::system::error_code ignored;
   socket_.non_blocking(true, ignored);
   auto self = shared_from_this();
@@ -69,7 +69,13 @@ asio::awaitable<void> Session::run() {
   for (;;) {
     for (;;) {
       const Batch batch = answer_buffered();
-      if (!out_.empty() && !co_await flush()) co_return;
+      if (!out_.empty()) {
+        // Written here when the socket takes it all (nearly always): no
+        // coroutine frame for the common case.
+        const WriteStatus status = write_now();
+        if (status == WriteStatus::kFailed) co_return;
+        if (status == WriteStatus::kPartial && !co_await write_rest()) co_return;
+      }
       if (batch.close) co_return;
       if (!batch.more) break;
     }
@@ -140,7 +146,7 @@ Session::Batch Session::answer_buffered() {
   return batch;
 }
 
-asio::awaitable<bool> Session::flush() {
+Session::WriteStatus Session::write_now() {
   // Answers nearly always fit the socket buffer: write them now, and wait on
   // the event loop only for what does not fit. (An async write that succeeds
   // at once still costs a trip through the loop and an extra epoll_wait.)
@@ -151,24 +157,41 @@ asio::awaitable<bool> Session::flush() {
     written = 0;
   }
   counters_.bytes_sent += written;
-  if (!error && written < out_.size()) {
-    auto [rest_error, bytes] = co_await asio::async_write(
-        socket_, asio::buffer(out_.data() + written, out_.size() - written),
-        as_tuple(use_awaitable));
-    counters_.bytes_sent += bytes;
-    error = rest_error;
-  }
   if (error) {
-    if (error != asio::error::operation_aborted) {
-      ++counters_.write_errors;
-      spdlog::debug("connection {}: write failed: {}", id_, error.message());
-    }
+    note_write_error(error);
+    return WriteStatus::kFailed;
+  }
+  out_written_ = written;
+  if (written < out_.size()) return WriteStatus::kPartial;
+  written_all();
+  return WriteStatus::kDone;
+}
+
+asio::awaitable<bool> Session::write_rest() {
+  auto [error, bytes] = co_await asio::async_write(
+      socket_, asio::buffer(out_.data() + out_written_, out_.size() - out_written_),
+      as_tuple(use_awaitable));
+  counters_.bytes_sent += bytes;
+  if (error) {
+    note_write_error(error);
     co_return false;
   }
+  written_all();
+  co_return true;
+}
+
+void Session::note_write_error(const boost::system::error_code& error) {
+  if (error != asio::error::operation_aborted) {
+    ++counters_.write_errors;
+    spdlog::debug("connection {}: write failed: {}", id_, error.message());
+  }
+}
+
+void Session::written_all() {
   out_.clear();
+  out_written_ = 0;
   // A burst of answers should not pin its peak memory for the connection's life.
   if (out_.capacity() > 2 * kOutputHighWaterBytes) out_.shrink_to_fit();
-  co_return true;
 }
 
 void Session::prepare_read_space() {

@@ -71,8 +71,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // Answers buffered complete frames into out_ until none is left, the
   // output reaches kOutputHighWaterBytes, or an answer says to close.
   Batch answer_buffered();
-  // Writes out_; false if the connection failed.
-  boost::asio::awaitable<bool> flush();
+  enum class WriteStatus { kDone, kPartial, kFailed };
+  // Writes what of out_ the socket takes now, without waiting.
+  WriteStatus write_now();
+  // Writes the rest of out_ through the event loop; false if the connection
+  // failed.
+  boost::asio::awaitable<bool> write_rest();
+  void note_write_error(const boost::system::error_code& error);
+  void written_all();
   // Moves the unconsumed bytes to the front and makes room to read the rest
   // of the pending frame.
   void prepare_read_space();
@@ -91,7 +97,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string in_;
   std::size_t in_begin_ = 0;
   std::size_t in_end_ = 0;
-  std::string out_;  // framed answers not yet written
+  std::string out_;  // framed answers not yet written, from out_written_ on
+  std::size_t out_written_ = 0;
   std::unique_ptr<v1::Request> request_;
   std::unique_ptr<v1::Response> response_;
 
