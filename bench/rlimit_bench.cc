@@ -5,10 +5,12 @@
 //   rlimit-bench --socket PATH [--mode sync|pipelined] [--clients N] [--depth D]
 //                [--batch B] [--keys K] [--skew uniform|zipf|sequential]
 //                [--zipf-s S] [--seconds S] [--rate R] [--redis HOST:PORT]
-//                [--fill] [--daemon-pid PID] [--json]
+//                [--rounds N] [--fill] [--daemon-pid PID] [--json]
 //
 // sync: each client thread sends a request and waits for its answer (closed
-// loop); pipelined: each keeps D requests in flight. A request carries B
+// loop); pipelined: each keeps D requests in flight. Each system is measured
+// in --rounds interleaved slices (3 by default), so drift in the machine
+// falls on all of them alike. A request carries B
 // checks (one frame; with Redis, B pipelined commands). Latency is per
 // request, from send to answer, in a log-linear histogram (0.8 % buckets).
 // Sync runs also measure the floor: a forked child answering a
@@ -33,6 +35,17 @@
 namespace {
 
 using namespace rlimit::bench;
+
+// Adds one slice of a measurement to the whole.
+void add(Result& total, const Result& slice) {
+  if (total.name.empty()) total.name = slice.name;
+  if (!slice.error.empty()) total.error = slice.error;
+  total.seconds += slice.seconds;
+  total.requests += slice.requests;
+  total.decisions += slice.decisions;
+  total.tally += slice.tally;
+  total.latency.merge(slice.latency);
+}
 
 long rss_kib(long pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -90,6 +103,7 @@ int main(int argc, char** argv) {
   LimitSpec limit;
   bool json = false, no_floor = false, do_fill = false, quiet = false, progress_flag = false;
   long daemon_pid = 0;
+  int rounds = 3;
   app.add_option("--socket", socket, "rlimitd socket path")->required();
   app.add_option("--mode", mode, "sync (closed loop) or pipelined")
       ->check(CLI::IsMember({"sync", "pipelined"}));
@@ -111,6 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--period-ms", limit.period_ms, "Redis: the period")->check(CLI::Range(1, 86'400'000));
   app.add_option("--burst", limit.burst, "Redis: bucket capacity");
   app.add_flag("--no-floor", no_floor, "sync: skip the raw socket floor");
+  app.add_option("--rounds", rounds, "measure each system in this many interleaved slices")
+      ->check(CLI::Range(1, 100));
   app.add_flag("--fill", do_fill, "first drive every key through rlimitd once");
   app.add_option("--daemon-pid", daemon_pid, "with --fill: report this rlimitd's VmRSS per key");
   app.add_flag("--json", json, "print JSON instead of a table");
@@ -138,46 +154,62 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::vector<Result> results;
-  results.reserve(5);
+  // Every system is measured in `rounds` slices of seconds/rounds, taken in
+  // turn (floor, rlimitd, Redis..., floor, rlimitd, ...): drift in the
+  // machine (other load, a vCPU's idle state, which changes wake-up latency
+  // several-fold on a VM) then falls on all of them alike.
+  struct Measured {
+    std::string name;
+    TargetFactory make;
+    const Result** row;
+  };
+  std::vector<Measured> plan;
   Rows rows;
   if (w.seconds > 0) {
-    const auto measure = [&](const std::string& name, const TargetFactory& make) -> const Result* {
-      Progress progress{.enabled = !quiet && (progress_flag || w.seconds >= 5), .label = name};
-      if (!quiet) std::fprintf(stderr, "measuring %s for %.1f s...\n", name.c_str(), w.seconds);
-      results.push_back(run_workload(name, make, w, progress));
-      return &results.back();
-    };
     if (!no_floor && w.mode == Mode::kSync) {
       // The floor is a round trip, one at a time: what a synchronous check
       // cannot beat. (Pipelined runs are compared on throughput instead.)
-      const auto batch = static_cast<std::size_t>(w.batch);
-      rows.floor = measure("raw unix socket round trip", [batch](int) {
-        return make_floor_target(kFloorRequestBytes * batch, kFloorReplyBytes * batch);
-      });
+      // Sizes are per check; a batch scales them.
+      plan.push_back({"raw unix socket round trip", [](int) { return make_floor_target(); },
+                      &rows.floor});
     }
-    rows.rlimitd = measure(w.mode == Mode::kSync ? "rlimitd check, synchronous"
-                                                 : "rlimitd check, pipelined",
-                           [&socket](int) { return make_rlimit_target(socket); });
+    plan.push_back({w.mode == Mode::kSync ? "rlimitd check, synchronous" : "rlimitd check, pipelined",
+                    [&socket](int) { return make_rlimit_target(socket); }, &rows.rlimitd});
     if (!redis.empty()) {
 #ifdef RLIMIT_BENCH_HAVE_HIREDIS
       const auto colon = redis.rfind(':');
       const std::string host = colon == std::string::npos ? "127.0.0.1" : redis.substr(0, colon);
       const int port = std::stoi(colon == std::string::npos ? redis : redis.substr(colon + 1));
-      const auto redis_row = [&](RedisKind kind) {
-        return measure(redis_kind_label(kind), [=](int) {
-          return make_redis_target(host, port, kind, limit);
-        });
+      const auto redis_row = [&](RedisKind kind, const Result** row) {
+        plan.push_back({redis_kind_label(kind),
+                        [=](int) { return make_redis_target(host, port, kind, limit); }, row});
       };
-      rows.redis_lua = redis_row(RedisKind::kLuaTokenBucket);
-      rows.redis_incr_expire = redis_row(RedisKind::kIncrExpire);
-      rows.redis_incr = redis_row(RedisKind::kIncr);
+      redis_row(RedisKind::kLuaTokenBucket, &rows.redis_lua);
+      redis_row(RedisKind::kIncrExpire, &rows.redis_incr_expire);
+      redis_row(RedisKind::kIncr, &rows.redis_incr);
 #else
       std::fprintf(stderr, "--redis: this rlimit-bench was built without hiredis\n");
       return 2;
 #endif
     }
   }
+  std::vector<Result> results(plan.size());
+  Workload slice = w;
+  slice.seconds = w.seconds / rounds;
+  for (int round = 0; round < rounds && !plan.empty(); ++round) {
+    for (std::size_t t = 0; t < plan.size(); ++t) {
+      if (!results[t].error.empty()) continue;
+      Progress progress{.enabled = !quiet && (progress_flag || slice.seconds >= 5),
+                        .label = plan[t].name};
+      if (!quiet) {
+        std::fprintf(stderr, "measuring %s for %.1f s (round %d of %d)...\n", plan[t].name.c_str(),
+                     slice.seconds, round + 1, rounds);
+      }
+      slice.seed = w.seed + static_cast<std::uint64_t>(round);
+      add(results[t], run_workload(plan[t].name, plan[t].make, slice, progress));
+    }
+  }
+  for (std::size_t t = 0; t < plan.size(); ++t) *plan[t].row = &results[t];
 
   if (json) {
     print_json(machine, w, results, rows, memory);
