@@ -80,7 +80,8 @@ void BM_TokenBucketManyKeys(benchmark::State& state) {
     for (auto& r : ranks) {
       double u = static_cast<double>(xorshift(x) >> 11) * 0x1.0p-53 * total;
       // H(k) ~ ln k + gamma, inverted.
-      std::uint64_t k = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::exp(u - 0.5772156649)));
+      std::uint64_t k =
+          std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::exp(u - 0.5772156649)));
       k = std::min(k, key_count);
       r = static_cast<std::uint32_t>(k - 1);
     }
@@ -88,8 +89,7 @@ void BM_TokenBucketManyKeys(benchmark::State& state) {
   std::uint64_t x = 88172645463325252ull;
   std::size_t z = 0;
   for (auto _ : state) {
-    const std::uint64_t i =
-        zipf ? ranks[z++ & (ranks.size() - 1)] : xorshift(x) % key_count;
+    const std::uint64_t i = zipf ? ranks[z++ & (ranks.size() - 1)] : xorshift(x) % key_count;
     const Descriptor d[] = {{"user", user_name(i, buf)}};
     limiter.check({d, 1, nullptr}, ++now, out);
     benchmark::DoNotOptimize(out.allowed);

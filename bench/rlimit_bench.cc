@@ -82,7 +82,8 @@ long long fill(const std::string& socket, std::uint64_t keys, bool quiet) {
     }
     if (!quiet && first + n >= next_report && keys >= 100'000) {
       std::fprintf(stderr, "  fill: %llu of %llu keys\n",
-                   static_cast<unsigned long long>(first + n), static_cast<unsigned long long>(keys));
+                   static_cast<unsigned long long>(first + n),
+                   static_cast<unsigned long long>(keys));
       next_report += keys / 10;
     }
   }
@@ -93,8 +94,9 @@ long long fill(const std::string& socket, std::uint64_t keys, bool quiet) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rlimit-bench: rlimitd throughput and latency through libclient, next to the raw "
-               "socket floor and Redis"};
+  CLI::App app{
+      "rlimit-bench: rlimitd throughput and latency through libclient, next to the raw "
+      "socket floor and Redis"};
   Workload w;
   std::string socket;
   std::string mode = "sync";
@@ -111,7 +113,8 @@ int main(int argc, char** argv) {
   app.add_option("--depth", w.depth, "requests in flight per client (pipelined)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--batch", w.batch, "checks per request (one frame)")->check(CLI::Range(1, 1024));
-  app.add_option("--keys", w.keys, "distinct keys (user=bench-N)")->check(CLI::Range(1, 100'000'000));
+  app.add_option("--keys", w.keys, "distinct keys (user=bench-N)")
+      ->check(CLI::Range(1, 100'000'000));
   app.add_option("--skew", skew, "key popularity: uniform, zipf or sequential")
       ->check(CLI::IsMember({"uniform", "zipf", "sequential"}));
   app.add_option("--zipf-s", w.zipf_s, "Zipf exponent (with --skew zipf)")
@@ -122,7 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", w.seed, "key sequence seed");
   app.add_option("--redis", redis, "also measure Redis at HOST:PORT (Lua, INCR+EXPIRE, INCR)");
   app.add_option("--limit", limit.limit, "Redis: tokens per period (match rlimitd's rule)");
-  app.add_option("--period-ms", limit.period_ms, "Redis: the period")->check(CLI::Range(1, 86'400'000));
+  app.add_option("--period-ms", limit.period_ms, "Redis: the period")
+      ->check(CLI::Range(1, 86'400'000));
   app.add_option("--burst", limit.burst, "Redis: bucket capacity");
   app.add_flag("--no-floor", no_floor, "sync: skip the raw socket floor");
   app.add_option("--rounds", rounds, "measure each system in this many interleaved slices")
@@ -141,8 +145,9 @@ int main(int argc, char** argv) {
   Memory memory;
   if (do_fill) {
     const long before = daemon_pid > 0 ? rss_kib(daemon_pid) : 0;
-    if (!quiet) std::fprintf(stderr, "filling rlimitd with %llu keys...\n",
-                             static_cast<unsigned long long>(w.keys));
+    if (!quiet)
+      std::fprintf(stderr, "filling rlimitd with %llu keys...\n",
+                   static_cast<unsigned long long>(w.keys));
     const long long held = fill(socket, w.keys, quiet);
     if (held < 0) return 1;
     if (daemon_pid > 0) {
@@ -170,11 +175,12 @@ int main(int argc, char** argv) {
       // The floor is a round trip, one at a time: what a synchronous check
       // cannot beat. (Pipelined runs are compared on throughput instead.)
       // Sizes are per check; a batch scales them.
-      plan.push_back({"raw unix socket round trip", [](int) { return make_floor_target(); },
-                      &rows.floor});
+      plan.push_back(
+          {"raw unix socket round trip", [](int) { return make_floor_target(); }, &rows.floor});
     }
-    plan.push_back({w.mode == Mode::kSync ? "rlimitd check, synchronous" : "rlimitd check, pipelined",
-                    [&socket](int) { return make_rlimit_target(socket); }, &rows.rlimitd});
+    plan.push_back(
+        {w.mode == Mode::kSync ? "rlimitd check, synchronous" : "rlimitd check, pipelined",
+         [&socket](int) { return make_rlimit_target(socket); }, &rows.rlimitd});
     if (!redis.empty()) {
 #ifdef RLIMIT_BENCH_HAVE_HIREDIS
       const auto colon = redis.rfind(':');

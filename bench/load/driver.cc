@@ -14,7 +14,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
 }
 
 // Each client's live count on its own cache line, for the progress line.
@@ -52,8 +53,7 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
         failed_to_open = true;
       }
       // Sequential walks start spread out, so clients name different keys.
-      KeyPicker picker(w.keys, w.skew, w.zipf_s, w.seed * 1000003 + c,
-                       c * (w.keys / clients));
+      KeyPicker picker(w.keys, w.skew, w.zipf_s, w.seed * 1000003 + c, c * (w.keys / clients));
       std::vector<std::uint64_t> keys(batch);
       const auto next_keys = [&] {
         for (auto& k : keys) k = picker.next();
@@ -65,8 +65,7 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
       std::uint64_t decisions = 0;
       if (w.mode == Mode::kSync) {
         // Pacing: this client's share of the rate, as a schedule of send times.
-        const double interval_s =
-            w.rate > 0 ? static_cast<double>(clients * batch) / w.rate : 0;
+        const double interval_s = w.rate > 0 ? static_cast<double>(clients * batch) / w.rate : 0;
         Clock::time_point next_send = start;
         for (;;) {
           if (interval_s > 0) {
@@ -114,7 +113,8 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
 
   while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   start = Clock::now() + std::chrono::milliseconds(50);
-  end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.seconds));
+  end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w.seconds));
   std::this_thread::sleep_until(start);
   go.store(true, std::memory_order_release);
 

@@ -88,8 +88,7 @@ class FloorTarget final : public Target {
   Tally call(std::span<const std::uint64_t> keys) override {
     Tally t;
     for (std::size_t i = 0; i < keys.size(); ++i) out_ += request_;  // a batch is one write
-    if (!write_all(fd_, out_.data(), out_.size()) ||
-        !read_exact_n(keys.size())) {
+    if (!write_all(fd_, out_.data(), out_.size()) || !read_exact_n(keys.size())) {
       t.failed = keys.size();
     } else {
       t.allowed = keys.size();

@@ -19,10 +19,14 @@ double helper2(double x) {
 }  // namespace
 
 bool parse_skew(std::string_view text, Skew& out) {
-  if (text == "uniform") out = Skew::kUniform;
-  else if (text == "zipf") out = Skew::kZipf;
-  else if (text == "sequential") out = Skew::kSequential;
-  else return false;
+  if (text == "uniform")
+    out = Skew::kUniform;
+  else if (text == "zipf")
+    out = Skew::kZipf;
+  else if (text == "sequential")
+    out = Skew::kSequential;
+  else
+    return false;
   return true;
 }
 

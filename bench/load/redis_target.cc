@@ -125,9 +125,12 @@ class RedisTarget final : public Target {
           allowed = ok;
           break;
       }
-      if (!ok) ++t.failed;
-      else if (allowed) ++t.allowed;
-      else ++t.denied;
+      if (!ok)
+        ++t.failed;
+      else if (allowed)
+        ++t.allowed;
+      else
+        ++t.denied;
     }
     return t;
   }
@@ -138,11 +141,22 @@ class RedisTarget final : public Target {
     switch (kind_) {
       case RedisKind::kLuaTokenBucket: {
         key_ = "tb:" + name_;
-        const char* argv[] = {"EVALSHA",          sha_.c_str(),          "1",
-                              key_.c_str(),       limit_text_.c_str(),   period_us_text_.c_str(),
-                              burst_text_.c_str(), "1"};
-        const std::size_t lens[] = {7, sha_.size(), 1, key_.size(), limit_text_.size(),
-                                    period_us_text_.size(), burst_text_.size(), 1};
+        const char* argv[] = {"EVALSHA",
+                              sha_.c_str(),
+                              "1",
+                              key_.c_str(),
+                              limit_text_.c_str(),
+                              period_us_text_.c_str(),
+                              burst_text_.c_str(),
+                              "1"};
+        const std::size_t lens[] = {7,
+                                    sha_.size(),
+                                    1,
+                                    key_.size(),
+                                    limit_text_.size(),
+                                    period_us_text_.size(),
+                                    burst_text_.size(),
+                                    1};
         redisAppendCommandArgv(ctx_, 8, argv, lens);
         break;
       }
@@ -150,8 +164,8 @@ class RedisTarget final : public Target {
         const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
-        key_ = "fw:" + name_ + ":" + std::to_string(now_ms / std::max<std::uint64_t>(
-                                                                limit_.period_ms, 1));
+        key_ = "fw:" + name_ + ":" +
+               std::to_string(now_ms / std::max<std::uint64_t>(limit_.period_ms, 1));
         const char* incr[] = {"INCR", key_.c_str()};
         const std::size_t incr_lens[] = {4, key_.size()};
         redisAppendCommandArgv(ctx_, 2, incr, incr_lens);

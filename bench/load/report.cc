@@ -40,9 +40,11 @@ std::vector<Ratio> ratios(const Rows& rows) {
   const Result* d = rows.rlimitd;
   if (d == nullptr || d->decisions == 0) return out;
   if (rows.floor != nullptr && rows.floor->decisions > 0) {
-    out.push_back({"p50_vs_floor", ratio(d->latency.quantile_us(0.5), rows.floor->latency.quantile_us(0.5)),
+    out.push_back({"p50_vs_floor",
+                   ratio(d->latency.quantile_us(0.5), rows.floor->latency.quantile_us(0.5)),
                    "rlimitd p50 / raw socket p50 (target <= 1.25 for sync)"});
-    out.push_back({"p99_vs_floor", ratio(d->latency.quantile_us(0.99), rows.floor->latency.quantile_us(0.99)),
+    out.push_back({"p99_vs_floor",
+                   ratio(d->latency.quantile_us(0.99), rows.floor->latency.quantile_us(0.99)),
                    "rlimitd p99 / raw socket p99 (target <= 2 for sync)"});
   }
   const auto vs = [&](const char* name, const Result* r, const char* meaning) {
@@ -105,24 +107,28 @@ void print_table(const Workload& w, const std::vector<Result>& results, const Ro
   }
   std::printf("(latency is per request%s, from send to answer)\n",
               w.batch > 1 ? " of a whole batch" : "");
-  for (const Ratio& r : ratios(rows)) std::printf("%-32s %8.2fx   %s\n", r.name, r.value, r.meaning);
+  for (const Ratio& r : ratios(rows))
+    std::printf("%-32s %8.2fx   %s\n", r.name, r.value, r.meaning);
   if (memory.measured) {
-    std::printf("daemon memory: %llu keys driven (%llu held), VmRSS %ld -> %ld KiB: %.1f bytes per key\n",
-                static_cast<unsigned long long>(memory.keys),
-                static_cast<unsigned long long>(memory.keys_held), memory.rss_before_kib,
-                memory.rss_after_kib, memory.bytes_per_key());
+    std::printf(
+        "daemon memory: %llu keys driven (%llu held), VmRSS %ld -> %ld KiB: %.1f bytes per key\n",
+        static_cast<unsigned long long>(memory.keys),
+        static_cast<unsigned long long>(memory.keys_held), memory.rss_before_kib,
+        memory.rss_after_kib, memory.bytes_per_key());
   }
 }
 
 void print_json(const Machine& machine, const Workload& w, const std::vector<Result>& results,
                 const Rows& rows, const Memory& memory) {
-  std::printf("{\"machine\": {\"cpus\": %u, \"cpu_model\": %s, \"kernel\": %s, \"load_1m\": %.2f},\n",
-              machine.cpus, json_string(machine.cpu_model).c_str(),
-              json_string(machine.kernel).c_str(), machine.load_1m);
-  std::printf(" \"workload\": {\"mode\": \"%s\", \"clients\": %d, \"depth\": %d, \"batch\": %d, "
-              "\"keys\": %llu, \"skew\": \"%s\", \"zipf_s\": %.3f, \"seconds\": %.3f, \"rate\": %.0f},\n",
-              mode_name(w.mode), w.clients, w.mode == Mode::kPipelined ? w.depth : 1, w.batch,
-              static_cast<unsigned long long>(w.keys), skew_name(w.skew), w.zipf_s, w.seconds, w.rate);
+  std::printf(
+      "{\"machine\": {\"cpus\": %u, \"cpu_model\": %s, \"kernel\": %s, \"load_1m\": %.2f},\n",
+      machine.cpus, json_string(machine.cpu_model).c_str(), json_string(machine.kernel).c_str(),
+      machine.load_1m);
+  std::printf(
+      " \"workload\": {\"mode\": \"%s\", \"clients\": %d, \"depth\": %d, \"batch\": %d, "
+      "\"keys\": %llu, \"skew\": \"%s\", \"zipf_s\": %.3f, \"seconds\": %.3f, \"rate\": %.0f},\n",
+      mode_name(w.mode), w.clients, w.mode == Mode::kPipelined ? w.depth : 1, w.batch,
+      static_cast<unsigned long long>(w.keys), skew_name(w.skew), w.zipf_s, w.seconds, w.rate);
   std::printf(" \"results\": [");
   bool first = true;
   for (const Result& r : results) {
@@ -132,17 +138,17 @@ void print_json(const Machine& machine, const Workload& w, const std::vector<Res
       std::printf(", \"error\": %s}", json_string(r.error).c_str());
       continue;
     }
-    std::printf(", \"decisions\": %llu, \"requests\": %llu, \"seconds\": %.3f, "
-                "\"decisions_per_second\": %.0f, \"allowed\": %llu, \"denied\": %llu, "
-                "\"failed\": %llu, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, "
-                "\"mean_us\": %.2f, \"max_us\": %.2f}",
-                static_cast<unsigned long long>(r.decisions),
-                static_cast<unsigned long long>(r.requests), r.seconds, r.decisions_per_second(),
-                static_cast<unsigned long long>(r.tally.allowed),
-                static_cast<unsigned long long>(r.tally.denied),
-                static_cast<unsigned long long>(r.tally.failed), r.latency.quantile_us(0.5),
-                r.latency.quantile_us(0.99), r.latency.quantile_us(0.999),
-                r.latency.mean_ns() / 1000.0, static_cast<double>(r.latency.max_ns()) / 1000.0);
+    std::printf(
+        ", \"decisions\": %llu, \"requests\": %llu, \"seconds\": %.3f, "
+        "\"decisions_per_second\": %.0f, \"allowed\": %llu, \"denied\": %llu, "
+        "\"failed\": %llu, \"p50_us\": %.2f, \"p99_us\": %.2f, \"p999_us\": %.2f, "
+        "\"mean_us\": %.2f, \"max_us\": %.2f}",
+        static_cast<unsigned long long>(r.decisions), static_cast<unsigned long long>(r.requests),
+        r.seconds, r.decisions_per_second(), static_cast<unsigned long long>(r.tally.allowed),
+        static_cast<unsigned long long>(r.tally.denied),
+        static_cast<unsigned long long>(r.tally.failed), r.latency.quantile_us(0.5),
+        r.latency.quantile_us(0.99), r.latency.quantile_us(0.999), r.latency.mean_ns() / 1000.0,
+        static_cast<double>(r.latency.max_ns()) / 1000.0);
   }
   std::printf("],\n \"ratios\": {");
   first = true;
@@ -152,11 +158,12 @@ void print_json(const Machine& machine, const Workload& w, const std::vector<Res
   }
   std::printf("}");
   if (memory.measured) {
-    std::printf(",\n \"memory\": {\"keys\": %llu, \"keys_held\": %llu, \"rss_before_kib\": %ld, "
-                "\"rss_after_kib\": %ld, \"bytes_per_key\": %.1f}",
-                static_cast<unsigned long long>(memory.keys),
-                static_cast<unsigned long long>(memory.keys_held), memory.rss_before_kib,
-                memory.rss_after_kib, memory.bytes_per_key());
+    std::printf(
+        ",\n \"memory\": {\"keys\": %llu, \"keys_held\": %llu, \"rss_before_kib\": %ld, "
+        "\"rss_after_kib\": %ld, \"bytes_per_key\": %.1f}",
+        static_cast<unsigned long long>(memory.keys),
+        static_cast<unsigned long long>(memory.keys_held), memory.rss_before_kib,
+        memory.rss_after_kib, memory.bytes_per_key());
   }
   std::printf("}\n");
 }

@@ -1,13 +1,13 @@
 #include "core/key_table.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <new>
-
-#include <sys/mman.h>
+#include <numeric>
 
 #include "core/bytes.h"
 

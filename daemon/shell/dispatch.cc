@@ -218,11 +218,11 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
   ++counters_.responses_too_large;
   recycle(response);
   response.set_id(request_view_.id);
-  outcome = set_error(response, v1::Error::TOO_MANY_CHECKS,
-                      "the answer (" + std::to_string(bytes) + " bytes) is above max_response_bytes (" +
-                          std::to_string(settings_.max_response_bytes) +
-                          "); send fewer checks per frame",
-                      /*close=*/false);
+  outcome =
+      set_error(response, v1::Error::TOO_MANY_CHECKS,
+                "the answer (" + std::to_string(bytes) + " bytes) is above max_response_bytes (" +
+                    std::to_string(settings_.max_response_bytes) + "); send fewer checks per frame",
+                /*close=*/false);
   if (!wire::append_message_frame(out, response, settings_.max_response_bytes)) {
     wire::append_message_frame(out, response, UINT32_MAX);
   }

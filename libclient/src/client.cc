@@ -342,7 +342,8 @@ struct Client::Impl {
       const timeval tv{static_cast<time_t>(options.timeout_ms / 1000),
                        static_cast<suseconds_t>((options.timeout_ms % 1000) * 1000)};
       const int flags = ::fcntl(fd, F_GETFL);
-      blocking_wait = flags >= 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+      blocking_wait = flags >= 0 &&
+                      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
                       ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
     }
     backoff_ms = options.reconnect_backoff_min_ms;
@@ -487,8 +488,8 @@ struct Client::Impl {
   }
 
   // decode_check_reply for a reply read by the fast decoder.
-  void decode_check_reply(const wire::CheckResponseView& response, std::size_t count,
-                          Decision* one, std::vector<Decision>* many) {
+  void decode_check_reply(const wire::CheckResponseView& response, std::size_t count, Decision* one,
+                          std::vector<Decision>* many) {
     if (many != nullptr) many->resize(count);
     if (response.results.size() == count) {
       for (std::size_t i = 0; i < count; ++i) {
@@ -544,8 +545,8 @@ struct Client::Impl {
 
   bool write_some(Failure& failure) {
     while (out_offset < out.size()) {
-      const ssize_t n = ::send(fd, out.data() + out_offset, out.size() - out_offset,
-                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      const ssize_t n =
+          ::send(fd, out.data() + out_offset, out.size() - out_offset, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         out_offset += static_cast<std::size_t>(n);
         continue;
@@ -554,8 +555,8 @@ struct Client::Impl {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       // The daemon closed the connection before any of what is in flight
       // was sent: pump() may send it all again on a new connection.
-      peer_gone_before_send = n < 0 && (errno == EPIPE || errno == ECONNRESET) &&
-                              out_offset == 0 && unsent_frames == in_flight.size();
+      peer_gone_before_send = n < 0 && (errno == EPIPE || errno == ECONNRESET) && out_offset == 0 &&
+                              unsent_frames == in_flight.size();
       failure = {DecisionStatus::kUnavailable, errno_text("send", errno)};
       return false;
     }
@@ -701,8 +702,8 @@ struct Client::Impl {
   // when the reply is a check reply (which no status request gets).
   template <typename Fill>
   const pb::Response* round_trip_message(Fill&& fill, Failure& failure) {
-    const bool ok = round_trip(
-        [&](std::uint64_t id) { return queue_request(Kind::kSync, id, fill); }, failure);
+    const bool ok =
+        round_trip([&](std::uint64_t id) { return queue_request(Kind::kSync, id, fill); }, failure);
     if (!ok) return nullptr;
     if (sync_reply.fast) {
       static const pb::Response kEmpty;
@@ -739,8 +740,8 @@ struct Client::Impl {
   std::deque<InFlight> in_flight;
   std::size_t unsent_frames = 0;  // frames in `out` of which nothing was sent yet
   bool peer_gone_before_send = false;
-  bool blocking_wait = false;  // the socket blocks in recv(flags 0) up to timeout_ms
-  bool fresh_deadline = false;  // no wait yet in this pump() call
+  bool blocking_wait = false;        // the socket blocks in recv(flags 0) up to timeout_ms
+  bool fresh_deadline = false;       // no wait yet in this pump() call
   Clock::time_point last_used_at{};  // start of the last call, or the connect
   std::deque<Ticket> tickets;
   std::size_t ticket_hint = 0;
@@ -803,9 +804,8 @@ std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
   impl.drop_if_stale();
-  const bool queued = impl.queue_checks(Impl::Kind::kTicket, id, [&](wire::CheckRequestWriter& w) {
-    write_check(request, w);
-  });
+  const bool queued = impl.queue_checks(
+      Impl::Kind::kTicket, id, [&](wire::CheckRequestWriter& w) { write_check(request, w); });
   if (queued) {
     impl.tickets.push_back({id, false, {}});
   } else {

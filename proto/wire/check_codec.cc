@@ -174,7 +174,7 @@ bool decode_inline_limit(std::string_view bytes, InlineLimitView& limit) {
       continue;
     }
     if (type != kVarint) return false;
-    std::uint64_t* target = field == 2 ? &limit.limit
+    std::uint64_t* target = field == 2   ? &limit.limit
                             : field == 3 ? &limit.period_ms
                             : field == 4 ? &limit.burst
                                          : nullptr;
@@ -410,8 +410,8 @@ void CheckResponseWriter::begin(std::uint64_t id) {
 void CheckResponseWriter::add_result(bool allowed, std::int32_t status, std::string_view error,
                                      const RuleResultView* rules, std::size_t rule_count) {
   const auto status_bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(status));
-  std::size_t bytes = (allowed ? 2 : 0) + varint_field_bytes(status_bits) +
-                      string_field_bytes(error);
+  std::size_t bytes =
+      (allowed ? 2 : 0) + varint_field_bytes(status_bits) + string_field_bytes(error);
   // Rule sizes are computed once; most results have one or two rules.
   constexpr std::size_t kSizesOnStack = 8;
   std::size_t sizes_on_stack[kSizesOnStack];

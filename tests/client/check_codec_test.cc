@@ -70,7 +70,8 @@ void expect_same(const CheckRequestView& view, const v1::Request& request) {
     const CheckView& c = view.checks[static_cast<std::size_t>(i)];
     ASSERT_EQ(c.descriptor_count, static_cast<std::uint32_t>(check.descriptors_size()));
     for (int d = 0; d < check.descriptors_size(); ++d) {
-      const DescriptorView& dv = view.descriptors[c.first_descriptor + static_cast<std::uint32_t>(d)];
+      const DescriptorView& dv =
+          view.descriptors[c.first_descriptor + static_cast<std::uint32_t>(d)];
       EXPECT_EQ(dv.key, check.descriptors(d).key());
       EXPECT_EQ(dv.value, check.descriptors(d).value());
     }
@@ -221,7 +222,8 @@ v1::Response random_response(std::mt19937_64& rng) {
       rule->set_period_ms(random_number(rng));
       rule->set_burst(random_number(rng));
       rule->set_remaining(random_number(rng));
-      rule->set_retry_after_us(rng() % 3 == 0 ? -1 : static_cast<std::int64_t>(random_number(rng) >> 1));
+      rule->set_retry_after_us(rng() % 3 == 0 ? -1
+                                              : static_cast<std::int64_t>(random_number(rng) >> 1));
       rule->set_reset_after_us(static_cast<std::int64_t>(random_number(rng) >> 1));
     }
   }
@@ -229,8 +231,8 @@ v1::Response random_response(std::mt19937_64& rng) {
 }
 
 RuleResultView view_of(const v1::RuleResult& r) {
-  return {r.name(),      r.allowed(),   r.limit(),          r.period_ms(),
-          r.burst(),     r.remaining(), r.retry_after_us(), r.reset_after_us()};
+  return {r.name(),  r.allowed(),   r.limit(),          r.period_ms(),
+          r.burst(), r.remaining(), r.retry_after_us(), r.reset_after_us()};
 }
 
 void expect_same(const CheckResponseView& view, const v1::Response& response) {
@@ -269,7 +271,8 @@ TEST(CheckCodecTest, ResponseWriterWritesWhatProtobufWrites) {
     for (const v1::CheckResult& result : response.check().results()) {
       rules.clear();
       for (const v1::RuleResult& r : result.rules()) rules.push_back(view_of(r));
-      writer.add_result(result.allowed(), result.status(), result.error(), rules.data(), rules.size());
+      writer.add_result(result.allowed(), result.status(), result.error(), rules.data(),
+                        rules.size());
     }
     EXPECT_EQ(writer.payload_bytes(), response.ByteSizeLong());
     std::string ours = "x";

@@ -101,7 +101,8 @@ TEST(KeyTableTest, ReserveMeansNoGrowthForThatManyInserts) {
 
 TEST(KeyTableTest, SweepVisitsEveryEntryAcrossCalls) {
   KeyTable table(10'000);
-  for (int i = 0; i < 1000; ++i) table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
+  for (int i = 0; i < 1000; ++i)
+    table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
   std::size_t erased = 0;
   // Evict the even keys; 1000 entries, 100 visits per call: a bounded number
   // of calls must reach all of them.
@@ -118,7 +119,8 @@ TEST(KeyTableTest, SweepVisitsEveryEntryAcrossCalls) {
 
 TEST(KeyTableTest, SweepIsBoundedPerCall) {
   KeyTable table(10'000);
-  for (int i = 0; i < 1000; ++i) table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
+  for (int i = 0; i < 1000; ++i)
+    table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
   std::size_t visits = 0;
   table.sweep(10, [&](std::string_view, const TokenBucket&) {
     ++visits;
