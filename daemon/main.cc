@@ -157,7 +157,11 @@ int main(int argc, char** argv) {
   }
 
   const rlimit::config::ClusterSettings& cluster = loaded.config.cluster;
-  const std::vector<std::string> cluster_problems = rlimit::shell::check_cluster_settings(cluster);
+  std::vector<std::string> cluster_problems = rlimit::shell::check_cluster_settings(cluster);
+  for (const rlimit::config::ConfigError& error :
+       rlimit::config::check_rules_for_cluster(loaded.config.rules, cluster.mode)) {
+    cluster_problems.push_back(error.to_string());
+  }
   if (!cluster_problems.empty()) {
     for (const std::string& problem : cluster_problems) std::cerr << "rlimitd: " << problem << "\n";
     return kExitUsage;

@@ -27,6 +27,7 @@
 #include "core/duration.h"
 #include "core/glob.h"
 #include "core/rule.h"
+#include "core/rule_state.h"
 #include "core/token_bucket.h"
 
 namespace rlimit::config {
@@ -120,12 +121,15 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "max_packets_per_round",
                                              "counter_retention"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
-constexpr std::string_view kRuleKeys[] = {"name",  "match",     "limit",   "period",
-                                          "burst", "algorithm", "override"};
+constexpr std::string_view kRuleKeys[] = {
+    "name",        "match",        "limit",       "period",        "burst",
+    "algorithm",   "override",     "shaper",      "max_delay",     "max_entries",
+    "warmup",      "cold_factor",  "lease_ttl",   "local",         "mode",
+    "soft_percent", "elastic_threshold_percent"};
+constexpr std::string_view kThrottleModes[] = {"hard", "soft", "shadow", "elastic"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
 constexpr std::string_view kExemptKeys[] = {"match", "rules"};
 constexpr std::string_view kMatcherKeys[] = {"equals", "prefix", "glob", "each"};
-constexpr std::string_view kTokenBucketName = "token_bucket";
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
 
@@ -364,6 +368,9 @@ class Loader {
     }
     if (const toml::node* node = root.get("exempt")) {
       read_exemptions(*node, config.rules.exemptions);
+    }
+    for (ConfigError& e : check_rules_for_cluster(config.rules, config.cluster.mode)) {
+      errors_.push_back(std::move(e));
     }
 
     // Checks run key by key and toml++ keeps tables sorted by key, so put the
@@ -928,36 +935,60 @@ class Loader {
         check_matchable(*node, prefix + "match", rule.match);
       }
     }
+    if (const toml::node* node = table.get("algorithm")) {
+      if (const auto* name = expect<std::string>(*node, prefix + "algorithm")) {
+        if (auto algorithm = core::algorithm_from_name(name->get())) {
+          rule.algorithm = *algorithm;
+        } else {
+          std::string names;
+          for (std::size_t i = 0; i < core::kAlgorithmCount; ++i) {
+            names += (i == 0 ? "" : ", ") +
+                     std::string(core::algorithm_name(static_cast<core::Algorithm>(i)));
+          }
+          error(*node, prefix + "unknown algorithm " + quote(name->get()) + " (supported: " +
+                           names + ")");
+        }
+      }
+    }
+    const core::Algorithm algorithm = rule.algorithm;
+    const bool is_concurrency = algorithm == core::Algorithm::kConcurrency;
     std::optional<std::int64_t> limit;
     std::optional<std::int64_t> period_us;
     std::optional<std::int64_t> burst;
     if (const toml::node* node = required(table, "limit", prefix)) {
       limit = read_integer(*node, prefix + "limit", kTokensRange);
     }
-    if (const toml::node* node = required(table, "period", prefix)) {
+    read_algorithm_options(table, prefix, algorithm, rule.options);
+    if (is_concurrency) {
+      // Leases expire after lease_ttl; there is no period.
+      reject_key(table, "period", prefix, "concurrency (leases expire after lease_ttl)");
+      period_us = rule.options.lease_ttl_us > 0 ? rule.options.lease_ttl_us : 1;
+    } else if (const toml::node* node = required(table, "period", prefix)) {
       period_us = read_duration(*node, prefix + "period", 1);
     }
+    const bool uses_burst = algorithm == core::Algorithm::kTokenBucket ||
+                            algorithm == core::Algorithm::kLeakyBucket ||
+                            algorithm == core::Algorithm::kGcra ||
+                            algorithm == core::Algorithm::kSmoothBursty;
     const toml::node* burst_node = table.get("burst");
-    if (burst_node != nullptr) {
+    if (burst_node != nullptr && !uses_burst) {
+      error(*burst_node, prefix + "burst does not apply to " + core::algorithm_name(algorithm) +
+                             " (it applies to token_bucket, leaky_bucket, gcra, smooth_bursty)");
+    } else if (burst_node != nullptr) {
       burst = read_integer(*burst_node, prefix + "burst", kTokensRange);
     } else {
       burst = limit;
-    }
-    if (const toml::node* node = table.get("algorithm")) {
-      if (const auto* name = expect<std::string>(*node, prefix + "algorithm")) {
-        if (name->get() == kTokenBucketName) {
-          rule.algorithm = core::Algorithm::kTokenBucket;
-        } else {
-          error(*node,
-                prefix + "unknown algorithm " + quote(name->get()) + " (supported: token_bucket)");
-        }
-      }
     }
 
     std::optional<core::BucketParams> params;
     if (limit && period_us && burst) {
       params = core::BucketParams{*limit, *period_us, *burst};
       rule.params = *params;
+      std::string why;
+      if (errors_.size() == errors_before &&
+          !core::make_algorithm_params(algorithm, *params, rule.options, &why)) {
+        error(table, prefix + why);
+      }
     }
     if (const toml::node* node = table.get("override")) {
       const auto* overrides =
@@ -971,12 +1002,114 @@ class Loader {
         auto override_rule =
             read_override((*overrides)[i], prefix + "override #" + std::to_string(i + 1), params,
                           /*rule_sets_burst=*/burst_node != nullptr);
-        if (override_rule) rule.overrides.push_back(std::move(*override_rule));
+        if (override_rule) {
+          std::string why;
+          if (!core::make_algorithm_params(algorithm, override_rule->params, rule.options, &why)) {
+            error((*overrides)[i], prefix + "override #" + std::to_string(i + 1) + ": " + why);
+          }
+          rule.overrides.push_back(std::move(*override_rule));
+        }
       }
     }
 
     if (errors_.size() != errors_before) return std::nullopt;
     return rule;
+  }
+
+  // Reports `key` in `table` as not applying to `what`.
+  void reject_key(const toml::table& table, std::string_view key, const std::string& prefix,
+                  const std::string& what) {
+    if (const toml::node* node = table.get(key)) {
+      error(*node, prefix + std::string(key) + " does not apply to " + what);
+    }
+  }
+
+  // The rule keys beyond limit, period and burst: each is refused (located)
+  // where the rule's algorithm does not use it.
+  void read_algorithm_options(const toml::table& table, const std::string& prefix,
+                              core::Algorithm algorithm, core::AlgorithmOptions& options) {
+    using core::Algorithm;
+    const std::string name = core::algorithm_name(algorithm);
+    const bool smooth =
+        algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp;
+    const auto only_for = [&](std::string_view key, bool applies, const std::string& which) {
+      const toml::node* node = table.get(key);
+      if (node != nullptr && !applies) {
+        error(*node, prefix + std::string(key) + " does not apply to " + name + " (only to " +
+                         which + ")");
+        return static_cast<const toml::node*>(nullptr);
+      }
+      return node;
+    };
+    if (const toml::node* node = only_for("shaper", algorithm == Algorithm::kLeakyBucket,
+                                          "leaky_bucket")) {
+      if (const auto* flag = expect<bool>(*node, prefix + "shaper")) options.shaper = flag->get();
+    }
+    const bool shaper = algorithm == Algorithm::kLeakyBucket && options.shaper;
+    if (const toml::node* node =
+            only_for("max_delay", shaper || smooth,
+                     "leaky_bucket with shaper = true, smooth_bursty, smooth_warming_up")) {
+      if (auto us = read_duration(*node, prefix + "max_delay", 0)) options.max_delay_us = *us;
+    }
+    if (const toml::node* node =
+            only_for("max_entries", algorithm == Algorithm::kSlidingLog, "sliding_log")) {
+      if (auto n = read_integer(*node, prefix + "max_entries",
+                                IntRange{1, core::alg::SlidingLog::kMaxEntriesBound})) {
+        options.max_entries = *n;
+      }
+    }
+    const bool warming = algorithm == Algorithm::kSmoothWarmingUp;
+    if (const toml::node* node = only_for("warmup", warming, "smooth_warming_up")) {
+      if (auto us = read_duration(*node, prefix + "warmup", 0)) options.warmup_us = *us;
+    }
+    if (const toml::node* node = only_for("cold_factor", warming, "smooth_warming_up")) {
+      if (auto n = read_integer(*node, prefix + "cold_factor",
+                                IntRange{1, core::alg::SmoothWarmingUp::kMaxColdFactor})) {
+        options.cold_factor = *n;
+      }
+    }
+    const bool concurrency = algorithm == Algorithm::kConcurrency;
+    if (const toml::node* node = only_for("lease_ttl", concurrency, "concurrency")) {
+      if (auto us = read_duration(*node, prefix + "lease_ttl", 1)) options.lease_ttl_us = *us;
+    } else if (concurrency) {
+      required(table, "lease_ttl", prefix);
+    }
+    if (const toml::node* node = table.get("local")) {
+      if (const auto* flag = expect<bool>(*node, prefix + "local")) options.local = flag->get();
+    }
+    core::alg::ThrottleParams& throttle = options.throttle;
+    if (const toml::node* node = table.get("mode")) {
+      if (const auto* mode = expect<std::string>(*node, prefix + "mode")) {
+        const auto* it = std::find(std::begin(kThrottleModes), std::end(kThrottleModes), mode->get());
+        if (it == std::end(kThrottleModes)) {
+          error(*node, prefix + "unknown mode " + quote(mode->get()) +
+                           " (supported: hard, soft, shadow, elastic)");
+        } else {
+          throttle.mode = static_cast<core::alg::ThrottleMode>(it - std::begin(kThrottleModes));
+        }
+      }
+    }
+    const bool soft = throttle.mode == core::alg::ThrottleMode::kSoft;
+    const bool elastic = throttle.mode == core::alg::ThrottleMode::kElastic;
+    if (const toml::node* node = table.get("soft_percent")) {
+      if (!soft) {
+        error(*node, prefix + "soft_percent applies only with mode = \"soft\"");
+      } else if (auto n = read_integer(*node, prefix + "soft_percent", IntRange{0, 100})) {
+        throttle.soft_percent = *n;
+      }
+    } else if (soft) {
+      required(table, "soft_percent", prefix);
+    }
+    if (const toml::node* node = table.get("elastic_threshold_percent")) {
+      if (!elastic) {
+        error(*node, prefix + "elastic_threshold_percent applies only with mode = \"elastic\"");
+      } else if (auto n = read_integer(*node, prefix + "elastic_threshold_percent",
+                                       IntRange{1, 100})) {
+        throttle.elastic_threshold_permille = *n * 10;
+      }
+    } else if (elastic) {
+      required(table, "elastic_threshold_percent", prefix);
+    }
   }
 
   // `base` is the rule's own parameters (nullopt if they were invalid: the
@@ -1102,6 +1235,26 @@ class Loader {
 };
 
 }  // namespace
+
+std::vector<ConfigError> check_rules_for_cluster(const core::RuleSet& rules, ClusterMode mode) {
+  std::vector<ConfigError> errors;
+  if (mode == ClusterMode::kNone) return errors;
+  for (const core::Rule& rule : rules.rules) {
+    std::string why;
+    const std::optional<core::AlgorithmParams> params =
+        core::make_algorithm_params(rule.algorithm, rule.params, rule.options, &why);
+    if (!params || rule.options.local) continue;
+    if (core::replication_of(*params) == core::alg::Replication::kLocalOnly) {
+      errors.push_back(ConfigError{
+          rule.where.file, rule.where.line, rule.where.column,
+          "rule " + quote(rule.name) + ": " + core::algorithm_name(rule.algorithm) +
+              " cannot be shared by a cluster (a lease is held on the node that issued it, and "
+              "in-flight counts go down, which consumption counters cannot express); set "
+              "local = true to enforce it on each node separately, or run without [cluster]"});
+    }
+  }
+  return errors;
+}
 
 std::string_view cluster_mode_name(ClusterMode mode) {
   switch (mode) {

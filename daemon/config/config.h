@@ -81,6 +81,12 @@ struct LoadResult {
 // Parses `text` (the contents of `file_name`, used in messages).
 LoadResult load_config(std::string_view text, std::string_view file_name);
 
+// The rules that cannot run in cluster mode `mode` as configured (a
+// concurrency rule without local = true), one located error each; empty for
+// kNone. load_config() applies it with the file's mode; the daemon applies it
+// again once command-line flags may have changed the mode, and on reload.
+std::vector<ConfigError> check_rules_for_cluster(const core::RuleSet& rules, ClusterMode mode);
+
 // "none", "gossip" or "mesh": the [cluster] mode as the file spells it.
 std::string_view cluster_mode_name(ClusterMode mode);
 

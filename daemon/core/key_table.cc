@@ -1,5 +1,7 @@
 #include "core/key_table.h"
 
+#include <cstddef>
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -141,6 +143,16 @@ TokenBucket* KeyTable::find(std::string_view key) {
     }
     i = next(i);
   }
+}
+
+bool KeyTable::erase(std::string_view key) {
+  TokenBucket* bucket = find(key);
+  if (bucket == nullptr) return false;
+  // The bucket is the slot's first member.
+  static_assert(offsetof(Slot, bucket) == 0);
+  const auto* slot = reinterpret_cast<const Slot*>(bucket);
+  erase_at(static_cast<std::size_t>(slot - slots_));
+  return true;
 }
 
 TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {

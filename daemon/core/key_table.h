@@ -47,6 +47,10 @@ class KeyTable {
   // returns true from will_grow(1).
   TokenBucket* insert(std::string_view key, const TokenBucket& bucket);
 
+  // Erases the bucket for `key`; false when there is none. Invalidates
+  // pointers from find().
+  bool erase(std::string_view key);
+
   // True if inserting `more` keys would reallocate (and so invalidate every
   // pointer find() returned).
   bool will_grow(std::size_t more) const { return size_ + more > max_load(capacity_); }

@@ -48,6 +48,9 @@ std::string describe_params(const BucketParams& p) {
 std::uint64_t fingerprint(const Rule& rule) {
   std::string text = rule.name + '\0' + rule.describe_match() + '\0' + describe_params(rule.params) +
                      '\0' + algorithm_name(rule.algorithm);
+  // Token-bucket rules without options hash as they did before options
+  // existed, so their keys survive an upgrade.
+  if (const std::string options = rule.options.describe(); !options.empty()) text += '\0' + options;
   for (const Override& o : rule.overrides) {
     text += '\0';
     for (const DescriptorMatch& m : o.match) text += m.key + "=" + m.value.describe() + ",";
@@ -100,25 +103,44 @@ struct Limiter::CompiledRules {
   RuleSet set;
   std::vector<std::uint64_t> fingerprints;                         // parallel to set.rules
   std::unordered_map<std::uint64_t, std::size_t> by_fingerprint;  // -> rule index
+  // Per rule: [0] the rule's own limit, [o + 1] override o's.
+  std::vector<std::vector<CompiledLimit>> limits;
   // Per exemption: indices of the rules it skips (empty: all).
   std::vector<std::vector<std::size_t>> exempt_rules;
 };
 
-// One bucket a check touches.
+// One key a check touches.
 struct Limiter::Pending {
   std::string_view name;
+  const CompiledLimit* limit = nullptr;  // nullptr: the inline limit (a token bucket)
   BucketParams params;
   std::size_t key_offset = 0;
   std::size_t key_bytes = 0;
+  // Token bucket.
   TokenBucket* bucket = nullptr;  // existing bucket, or nullptr (a fresh one)
   TokenBucket fresh;              // used when bucket == nullptr
+  // Other algorithms.
+  AlgorithmParams effective;   // the limit's params, with the request's max wait
+  RuleState* state = nullptr;  // existing state, or nullptr (fresh_state)
+  RuleState fresh_state;
+  // The decision.
+  alg::Verdict verdict;
+  alg::ThrottleDecision decision;
+
+  bool token_bucket() const { return limit == nullptr || limit->token_bucket(); }
   TokenBucket& current() { return bucket != nullptr ? *bucket : fresh; }
+  RuleState& current_state() { return state != nullptr ? *state : fresh_state; }
+  const AlgorithmOptions& options() const {
+    static const AlgorithmOptions kDefaults;
+    return limit != nullptr && limit->options != nullptr ? *limit->options : kDefaults;
+  }
 };
 
 void CheckOutput::clear() {
   allowed = false;
   status = CheckStatus::kOk;
   error.clear();
+  delay_us = 0;
   rules.clear();
 }
 
@@ -174,23 +196,38 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     next->exempt_rules.push_back(std::move(skipped));
   }
   next->set = std::move(rules);
+  // The options live in next->set, which does not move again.
+  for (const Rule& rule : next->set.rules) {
+    std::vector<CompiledLimit>& limits = next->limits.emplace_back();
+    const auto compile = [&](const BucketParams& bucket) {
+      std::string error;
+      std::optional<AlgorithmParams> params =
+          make_algorithm_params(rule.algorithm, bucket, rule.options, &error);
+      // The config loader validates every rule with the same function.
+      assert(params && "a rule the config loader would refuse");
+      limits.push_back({bucket, params ? *params : AlgorithmParams(bucket), &rule.options});
+    };
+    compile(rule.params);
+    for (const Override& o : rule.overrides) compile(o.params);
+  }
   compiled_ = std::move(next);
   return summary;
 }
 
-void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
-  out.clear();
-  ++stats_.checks;
+bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   const CompiledRules& compiled = *compiled_;
-
   auto invalid = [&](std::string message) {
     out.status = CheckStatus::kInvalid;
     out.allowed = false;
     out.error = std::move(message);
     ++stats_.invalid;
+    return false;
   };
   if (input.cost < 0 || input.cost > kMaxTokens) {
     return invalid("cost must be between 0 and 2^50");
+  }
+  if (input.max_wait_us < -1 || input.max_wait_us > alg::kMaxToleranceUs) {
+    return invalid("max_wait_us must be -1 (none) or between 0 and 2^60");
   }
   if (input.descriptors.size() > options_.max_descriptors_per_check) {
     return invalid("too many descriptors: " + std::to_string(input.descriptors.size()) +
@@ -224,12 +261,12 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       out.allowed = true;
       ++stats_.exempt;
       ++stats_.allowed;
-      return;
+      return false;
     }
     for (std::size_t r : skip) skipped_[r] = true;
   }
 
-  // Gather the buckets every matching rule (and the inline limit) points at.
+  // Gather the keys every matching rule (and the inline limit) points at.
   // Keys are written into key_scratch_, which only grows: `key_used` bytes of
   // it hold this check's keys.
   pending_.clear();
@@ -252,17 +289,16 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       continue;
     }
     std::uint8_t override_index = 0;
-    const BucketParams* params = &rule.params;
     for (std::size_t o = 0; o < rule.overrides.size() && o < 255; ++o) {
       if (matches_all(rule.overrides[o].match, input.descriptors)) {
         override_index = static_cast<std::uint8_t>(o + 1);
-        params = &rule.overrides[o].params;
         break;
       }
     }
     Pending& p = pending_.emplace_back();
     p.name = rule.name;
-    p.params = *params;
+    p.limit = &compiled.limits[r][override_index];
+    p.params = p.limit->bucket;
     p.key_offset = key_used;
     char* at = key_space(kKeyHeaderBytes);
     std::memcpy(at, &compiled.fingerprints[r], 8);
@@ -292,52 +328,132 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     std::memcpy(at + kInlineKeyBytes, name.data(), name.size());
     p.key_bytes = key_used - p.key_offset;
   }
+  if (input.mode == CheckMode::kReserve) {
+    for (const Pending& p : pending_) {
+      if (p.limit == nullptr) continue;
+      const Algorithm algorithm = algorithm_of(p.limit->params);
+      if (algorithm == Algorithm::kSlidingLog || algorithm == Algorithm::kConcurrency) {
+        return invalid("rule \"" + std::string(p.name) + "\" (" + algorithm_name(algorithm) +
+                       ") cannot reserve: a " + algorithm_name(algorithm) +
+                       (algorithm == Algorithm::kConcurrency
+                            ? " slot is held, not scheduled"
+                            : " logs a request when it is admitted, not when it proceeds"));
+      }
+    }
+  }
   if (pending_.empty()) {
     out.allowed = true;
     out.status = any_skipped ? CheckStatus::kExempt : CheckStatus::kOk;
     ++(any_skipped ? stats_.exempt : stats_.unmatched);
     ++stats_.allowed;
-    return;
+    return false;
   }
+  return true;
+}
 
-  // Decide: every bucket must hold `cost`. Refill is idempotent at one `now`,
-  // so deciding twice (after making room) changes nothing.
+namespace {
+
+// The token bucket's answer in the algorithms' terms, for throttle modes and
+// reservations. `bucket` is refilled to now.
+alg::Verdict token_bucket_verdict(const TokenBucket& bucket, const BucketParams& params,
+                                  std::int64_t cost) {
+  alg::Verdict v;
+  v.allowed = bucket.allows(cost);
+  v.limit = params.burst;
+  v.remaining = std::max<std::int64_t>(bucket.tokens() - (v.allowed ? cost : 0), 0);
+  v.retry_after_us = v.allowed ? 0 : bucket.retry_after_us(params, cost);
+  v.reset_after_us = bucket.reset_after_us(params);
+  v.excess = v.allowed ? 0 : cost - bucket.tokens();
+  return v;
+}
+
+}  // namespace
+
+void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
+  out.clear();
+  ++stats_.checks;
+  if (input.mode == CheckMode::kPeek) ++stats_.peeks;
+  if (!gather(input, out)) return;
+
+  // Decide: every key must admit `cost`. Refill and evaluate are idempotent
+  // at one `now`, so deciding twice (after making room) changes nothing.
+  const bool reserve = input.mode == CheckMode::kReserve;
+  const bool peek = input.mode == CheckMode::kPeek;
   bool allowed = true;
-  std::size_t fresh_needed = 0;
+  std::size_t fresh_buckets = 0;  // token buckets to insert
+  std::size_t fresh_states = 0;   // other states to insert
   auto decide = [&] {
     allowed = true;
-    fresh_needed = 0;
+    fresh_buckets = 0;
+    fresh_states = 0;
     for (Pending& p : pending_) {
       const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-      p.bucket = table_.find(key);
-      if (p.bucket != nullptr) {
-        if (now < p.bucket->last_refill_us()) ++stats_.clock_went_back;
-        p.bucket->refill(p.params, now);
+      const AlgorithmOptions& options = p.options();
+      if (p.token_bucket()) {
+        p.bucket = table_.find(key);
+        if (p.bucket != nullptr) {
+          if (now < p.bucket->last_refill_us()) ++stats_.clock_went_back;
+          p.bucket->refill(p.params, now);
+        } else {
+          p.fresh = TokenBucket::full(p.params, now);
+        }
+        if (!reserve && options.throttle.mode == alg::ThrottleMode::kHard) {
+          // The common case, without building a verdict.
+          const bool ok = p.current().allows(input.cost);
+          p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
+        } else {
+          p.verdict = token_bucket_verdict(p.current(), p.params, input.cost);
+        }
       } else {
-        p.fresh = TokenBucket::full(p.params, now);
-        ++fresh_needed;
+        // A request's own maximum wait replaces the rule's.
+        p.effective = input.max_wait_us >= 0 && hands_out_waits(p.limit->params)
+                          ? with_max_wait(p.limit->params, input.max_wait_us)
+                          : p.limit->params;
+        p.state = states_.find(key);
+        if (p.state == nullptr) p.fresh_state = fresh_state(p.effective, now);
+        p.verdict = evaluate_state(p.current_state(), p.effective, input.cost, now);
       }
-      allowed = allowed && p.current().allows(input.cost);
+      if (!p.token_bucket() || reserve || options.throttle.mode != alg::ThrottleMode::kHard) {
+        alg::Verdict v = p.verdict;
+        if (reserve && !v.allowed && v.retry_after_us >= 0 &&
+            (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
+          // Taken now, proceeding when it would have fit.
+          v.allowed = true;
+          v.delay_us = std::max(v.delay_us, v.retry_after_us);
+          v.retry_after_us = 0;
+          v.excess = 0;
+          p.verdict = v;
+        }
+        p.decision = alg::apply_throttle(v, options.throttle, input.load_permille);
+      }
+      if (p.decision.charge) {
+        if (p.token_bucket() && p.bucket == nullptr) ++fresh_buckets;
+        if (!p.token_bucket() && p.state == nullptr) ++fresh_states;
+      }
+      allowed = allowed && p.decision.allowed;
     }
   };
   decide();
-  if (allowed && fresh_needed > 0 && table_.size() + fresh_needed <= table_.max_keys() &&
-      table_.will_grow(fresh_needed)) {
-    // Inserting would move every bucket: grow first, then find them again.
-    table_.reserve(fresh_needed);
-    decide();
-  }
-  if (allowed && fresh_needed > 0 && table_.size() + fresh_needed > table_.max_keys()) {
-    // The sweep erases only buckets that are full at `now`, which a fresh
-    // bucket replaces exactly; decide again since pointers may be stale.
-    sweep(now, kMakeRoomVisits);
-    decide();
-    if (allowed && table_.size() + fresh_needed <= table_.max_keys() &&
-        table_.will_grow(fresh_needed)) {
-      table_.reserve(fresh_needed);
+  const auto needs_room = [&] {
+    return allowed && !peek && fresh_buckets + fresh_states > 0 &&
+           total_keys() + fresh_buckets + fresh_states > options_.max_keys;
+  };
+  const auto grow_if_needed = [&] {
+    if (allowed && !peek && fresh_buckets > 0 && !needs_room() &&
+        table_.will_grow(fresh_buckets)) {
+      // Inserting would move every bucket: grow first, then find them again.
+      table_.reserve(fresh_buckets);
       decide();
     }
-    if (allowed && table_.size() + fresh_needed > table_.max_keys()) {
+  };
+  grow_if_needed();
+  if (needs_room()) {
+    // The sweep erases only keys that are idle at `now`, which a fresh key
+    // replaces exactly; decide again since pointers may be stale.
+    sweep(now, kMakeRoomVisits);
+    decide();
+    grow_if_needed();
+    if (needs_room()) {
       ++stats_.key_table_full;
       out.status = CheckStatus::kKeyTableFull;
       out.allowed = options_.key_table_full == KeyTableFullPolicy::kAllow;
@@ -350,31 +466,98 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   ++(allowed ? stats_.allowed : stats_.denied);
   out.rules.reserve(pending_.size());
   for (Pending& p : pending_) {
-    if (allowed) {
-      if (p.bucket == nullptr) {
-        const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-        p.bucket = table_.insert(key, p.fresh);
-        assert(p.bucket != nullptr);  // room was made above
-        ++stats_.keys_created;
+    const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
+    const bool charge = allowed && !peek && p.decision.charge;
+    alg::Ticket ticket = alg::kNoTicket;
+    if (charge) {
+      if (p.token_bucket()) {
+        if (p.bucket == nullptr) {
+          p.bucket = table_.insert(key, p.fresh);
+          assert(p.bucket != nullptr);  // room was made above
+          ++stats_.keys_created;
+        }
+        p.bucket->charge(input.cost);
+      } else {
+        if (p.state == nullptr) {
+          p.state = states_.insert(key, std::move(p.fresh_state));
+          assert(p.state != nullptr);
+          ++stats_.keys_created;
+        }
+        ticket = commit_state(*p.state, p.effective, input.cost, now);
       }
-      p.bucket->charge(input.cost);
-      if (options_.replicated) {
-        ledger_.add_local(std::string_view(key_scratch_.data() + p.key_offset, p.key_bytes),
-                          static_cast<std::uint64_t>(input.cost), now);
+      if (options_.replicated && !p.options().local) {
+        ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
     }
-    const TokenBucket& bucket = p.current();
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
-    v.allowed = bucket.allows(allowed ? 0 : input.cost);
-    v.remaining = std::max<std::int64_t>(bucket.tokens(), 0);
-    v.retry_after_us = allowed ? 0 : bucket.retry_after_us(p.params, input.cost);
-    v.reset_after_us = bucket.reset_after_us(p.params);
+    v.key = key;
+    v.lease = ticket;
+    v.allowed = p.decision.allowed;
+    if (p.token_bucket() && !reserve && p.options().throttle.mode == alg::ThrottleMode::kHard) {
+      const TokenBucket& bucket = p.current();
+      v.capacity = p.params.burst;
+      // After the request when it was admitted (as if, for a peek).
+      v.remaining = std::max<std::int64_t>(bucket.tokens() - (peek && allowed ? input.cost : 0), 0);
+      v.retry_after_us = p.decision.allowed ? 0 : bucket.retry_after_us(p.params, input.cost);
+      v.reset_after_us = bucket.reset_after_us(p.params);
+      continue;
+    }
+    v.algorithm = p.limit != nullptr ? algorithm_of(p.limit->params) : Algorithm::kTokenBucket;
+    v.over_limit = p.decision.allowed && p.decision.over_limit;
+    v.capacity = p.verdict.limit;
+    v.remaining = p.verdict.remaining;
+    v.retry_after_us = p.decision.allowed ? 0 : p.verdict.retry_after_us;
+    v.reset_after_us = p.verdict.reset_after_us;
+    if (p.token_bucket() && charge) v.reset_after_us = p.current().reset_after_us(p.params);
+    v.delay_us = allowed ? p.decision.delay_us : 0;
+    if (v.over_limit) ++stats_.over_limit_admitted;
+    out.delay_us = std::max(out.delay_us, v.delay_us);
   }
+  if (out.delay_us > 0) ++stats_.delayed;
 }
 
-std::optional<BucketParams> Limiter::params_for_key(std::string_view key) const {
+std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
+  out.clear();
+  CheckInput all = input;
+  all.mode = CheckMode::kPeek;  // nothing reserve-specific refused
+  if (!gather(all, out)) return 0;
+  std::size_t existed = 0;
+  out.allowed = true;
+  for (const Pending& p : pending_) {
+    const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
+    const bool erased = p.token_bucket() ? table_.erase(key) : states_.erase(key);
+    if (erased) ++existed;
+    RuleVerdict& v = out.rules.emplace_back();
+    v.name = p.name;
+    v.params = p.params;
+    v.algorithm = p.limit != nullptr ? algorithm_of(p.limit->params) : Algorithm::kTokenBucket;
+    v.key = key;
+    v.allowed = true;
+  }
+  stats_.keys_reset += existed;
+  return existed;
+}
+
+LeaseStatus Limiter::release_lease(std::string_view key, alg::Ticket id, bool extend, TimeUs now) {
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  const auto* params =
+      limit ? std::get_if<alg::Concurrency::Params>(&limit->params) : nullptr;
+  if (params == nullptr) return LeaseStatus::kNotALease;
+  RuleState* state = states_.find(key);
+  auto* leases = state != nullptr ? std::get_if<alg::Concurrency::State>(state) : nullptr;
+  const bool done = leases != nullptr && (extend ? alg::Concurrency::extend(*leases, *params, id, now)
+                                                 : alg::Concurrency::release(*leases, *params, id, now));
+  if (!done) {
+    ++stats_.leases_unknown;
+    return LeaseStatus::kUnknown;
+  }
+  if (!extend) ++stats_.leases_released;
+  return LeaseStatus::kDone;
+}
+
+std::optional<Limiter::CompiledLimit> Limiter::limit_for_key(std::string_view key) const {
   if (key.size() < kKeyHeaderBytes) return std::nullopt;
   const std::uint64_t fp = read_u64(key, 0);
   if (fp == kInlineFingerprint) {
@@ -382,21 +565,20 @@ std::optional<BucketParams> Limiter::params_for_key(std::string_view key) const 
     const BucketParams params{read_i64(key, kKeyHeaderBytes), read_i64(key, kKeyHeaderBytes + 8),
                               read_i64(key, kKeyHeaderBytes + 16)};
     if (validate(params) != nullptr) return std::nullopt;
-    return params;
+    return CompiledLimit{params, params, nullptr};
   }
   const CompiledRules& compiled = *compiled_;
   auto it = compiled.by_fingerprint.find(fp);
   if (it == compiled.by_fingerprint.end()) return std::nullopt;  // changed, removed, or not ours
-  const Rule& rule = compiled.set.rules[it->second];
+  const std::vector<CompiledLimit>& limits = compiled.limits[it->second];
   const auto override_index = static_cast<std::uint8_t>(key[8]);
-  if (override_index == 0) return rule.params;
-  if (override_index > rule.overrides.size()) return std::nullopt;
-  return rule.overrides[override_index - 1].params;
+  if (override_index >= limits.size()) return std::nullopt;
+  return limits[override_index];
 }
 
 TimeUs Limiter::counter_retention_us(std::string_view key) const {
-  const std::optional<BucketParams> params = params_for_key(key);
-  const TimeUs periods = params ? 2 * params->period_us : 0;
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  const TimeUs periods = limit ? 2 * limit->bucket.period_us : 0;
   return std::max(options_.counter_retention_min_us, periods);
 }
 
@@ -413,37 +595,62 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
   const std::uint64_t increase = ledger_.merge(key, origin_index, incarnation, consumed, now);
   if (increase == 0) return 0;
   ++stats_.remote_increases;
-  const std::optional<BucketParams> params = params_for_key(key);
-  if (!params) {
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  if (!limit || (limit->options != nullptr && limit->options->local)) {
     // Kept and passed on (peers with the rule need it), but nothing to charge.
     ++stats_.remote_unknown_keys;
     return increase;
   }
-  TokenBucket* bucket = table_.find(key);
-  if (bucket == nullptr) {
-    bucket = table_.insert(key, TokenBucket::full(*params, now));
-    if (bucket == nullptr) {
-      ++stats_.remote_charges_dropped;
-      return increase;
-    }
-    ++stats_.keys_created;
-  } else {
-    bucket->refill(*params, now);
-  }
   const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(increase, kMaxTokens));
-  bucket->charge(charge);
+  if (limit->token_bucket()) {
+    TokenBucket* bucket = table_.find(key);
+    if (bucket == nullptr) {
+      bucket = total_keys() < options_.max_keys ? table_.insert(key, TokenBucket::full(limit->bucket, now))
+                                                : nullptr;
+      if (bucket == nullptr) {
+        ++stats_.remote_charges_dropped;
+        return increase;
+      }
+      ++stats_.keys_created;
+    } else {
+      bucket->refill(limit->bucket, now);
+    }
+    bucket->charge(charge);
+  } else {
+    RuleState* state = states_.find(key);
+    if (state == nullptr) {
+      state = total_keys() < options_.max_keys
+                  ? states_.insert(key, fresh_state(limit->params, now))
+                  : nullptr;
+      if (state == nullptr) {
+        ++stats_.remote_charges_dropped;
+        return increase;
+      }
+      ++stats_.keys_created;
+    }
+    charge_remote_state(*state, limit->params, charge, now);
+  }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
   return increase;
 }
 
 std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
-  const std::size_t evicted = table_.sweep(max_visits, [&](std::string_view key, const TokenBucket& b) {
-    const std::optional<BucketParams> params = params_for_key(key);
-    if (!params) return true;  // its rule changed or left
+  // A key whose state is as good as fresh can go: a fresh one replaces it
+  // exactly when it is next used.
+  const auto bucket_idle = [&](std::string_view key, const TokenBucket& b) {
+    const std::optional<CompiledLimit> limit = limit_for_key(key);
+    if (!limit || !limit->token_bucket()) return true;  // its rule changed or left
     TokenBucket probe = b;
-    probe.refill(*params, now);
-    return probe.is_full(*params);  // a full bucket is the same as a fresh one
-  });
+    probe.refill(limit->bucket, now);
+    return probe.is_full(limit->bucket);
+  };
+  const auto state_idle = [&](std::string_view key, const RuleState& state) {
+    const std::optional<CompiledLimit> limit = limit_for_key(key);
+    if (!limit || limit->token_bucket()) return true;
+    return state_is_idle(state, limit->params, now);
+  };
+  std::size_t evicted = table_.sweep(max_visits, bucket_idle);
+  if (states_.size() > 0) evicted += states_.sweep(max_visits, state_idle);
   stats_.keys_evicted += evicted;
   if (options_.replicated) {
     // Counters go only when idle for their retention and their debt is
@@ -451,12 +658,9 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
     stats_.counter_keys_forgotten +=
         ledger_.sweep(max_visits, [&](const std::string& key, const Ledger::KeyState& state) {
           if (now - state.changed_us < counter_retention_us(key)) return false;
-          const TokenBucket* bucket = table_.find(key);
-          const std::optional<BucketParams> params = params_for_key(key);
-          if (bucket == nullptr || !params) return true;
-          TokenBucket probe = *bucket;
-          probe.refill(*params, now);
-          return probe.is_full(*params);
+          if (const TokenBucket* bucket = table_.find(key)) return bucket_idle(key, *bucket);
+          if (const RuleState* rule_state = states_.find(key)) return state_idle(key, *rule_state);
+          return true;
         });
   }
   return evicted;

@@ -1,6 +1,7 @@
 // The decision engine of one node: matches a check against the rules, finds or
-// makes the buckets, and allows the check only if every matched bucket holds
-// enough tokens, charging all of them or none. Pure and deterministic: time is
+// makes each matched rule's key (a token bucket, or the state of the rule's
+// algorithm), and allows the check only if every matched rule admits it
+// (after its throttle mode), charging all of them or none. Pure and deterministic: time is
 // an argument, nothing is read from the outside. Not thread-safe: one Limiter
 // per event loop (shard by key if there are several).
 #pragma once
@@ -17,6 +18,8 @@
 #include "core/key_table.h"
 #include "core/ledger.h"
 #include "core/rule.h"
+#include "core/rule_state.h"
+#include "core/state_table.h"
 #include "core/time.h"
 
 namespace rlimit::core {
@@ -47,10 +50,24 @@ struct InlineLimit {
   BucketParams params;
 };
 
+enum class CheckMode : std::uint8_t {
+  kCheck,    // decide, and consume when allowed
+  kPeek,     // decide as kCheck would, consume nothing
+  kReserve,  // admit now if the wait until the cost fits is within max_wait_us,
+             // consume now, and say how long to wait before proceeding
+};
+
 struct CheckInput {
   std::span<const Descriptor> descriptors;
   std::int64_t cost = 1;
   const InlineLimit* inline_limit = nullptr;  // optional
+  CheckMode mode = CheckMode::kCheck;
+  // The longest wait the caller accepts, or -1 for no bound given. Replaces
+  // the rule's max_delay for the rules that hand out waits (leaky shaper,
+  // smooth_*) in every mode; in kReserve, also bounds the reservation.
+  std::int64_t max_wait_us = -1;
+  // The daemon's own load, in permille of one core, for elastic rules.
+  std::int64_t load_permille = 0;
 };
 
 enum class CheckStatus { kOk, kExempt, kInvalid, kKeyTableFull };
@@ -58,19 +75,36 @@ enum class CheckStatus { kOk, kExempt, kInvalid, kKeyTableFull };
 // How one matched rule (or the inline limit) judged a check.
 struct RuleVerdict {
   std::string_view name;  // valid until the rules are replaced
+  Algorithm algorithm = Algorithm::kTokenBucket;
   bool allowed = false;
-  BucketParams params;
-  std::int64_t remaining = 0;       // whole tokens left, >= 0
+  // The algorithm refused and the rule's throttle mode (shadow, soft,
+  // elastic) admitted anyway.
+  bool over_limit = false;
+  BucketParams params;              // the configured limit, period and burst
+  std::int64_t capacity = 0;        // what remaining counts against (burst, window limit...)
+  std::int64_t remaining = 0;       // whole units left, >= 0
   std::int64_t retry_after_us = 0;  // 0 allowed, -1 never
   std::int64_t reset_after_us = 0;
+  std::int64_t delay_us = 0;        // wait this long before proceeding (shaper, smooth, reserve)
+  alg::Ticket lease = alg::kNoTicket;  // concurrency: the lease to release
+  // The key's bytes, valid until the next call on the Limiter; with `lease`,
+  // what release_lease() takes.
+  std::string_view key;
 };
 
 struct CheckOutput {
   bool allowed = false;
   CheckStatus status = CheckStatus::kOk;
   std::string error;  // when kInvalid
+  std::int64_t delay_us = 0;  // the longest of the rules' delays, when allowed
   std::vector<RuleVerdict> rules;
   void clear();
+};
+
+enum class LeaseStatus {
+  kDone,         // released (or extended)
+  kUnknown,      // no such live lease: expired, released, or never issued
+  kNotALease,    // the key is not a concurrency rule's (or its rule changed)
 };
 
 // Monotonic counters, for status and metrics.
@@ -85,6 +119,12 @@ struct LimiterStats {
   std::uint64_t keys_created = 0;
   std::uint64_t keys_evicted = 0;
   std::uint64_t clock_went_back = 0;  // `now` earlier than a bucket's time
+  std::uint64_t peeks = 0;            // checks in kPeek mode (also in allowed/denied)
+  std::uint64_t delayed = 0;          // allowed with a wait (shaper, smooth, reserve)
+  std::uint64_t over_limit_admitted = 0;  // rule verdicts a throttle mode overrode
+  std::uint64_t leases_released = 0;
+  std::uint64_t leases_unknown = 0;   // release/extend of no live lease
+  std::uint64_t keys_reset = 0;
   // Cluster.
   std::uint64_t remote_increases = 0;        // counter entries that raised what we knew
   std::uint64_t remote_tokens_charged = 0;   // tokens charged into buckets for peers
@@ -111,6 +151,16 @@ class Limiter {
   // across calls avoids allocation.
   void check(const CheckInput& input, TimeUs now, CheckOutput& out);
 
+  // Forgets the state of every key the check would touch (as if never used);
+  // `out.rules` names them (remaining etc. unset). The ledger's counters are
+  // kept, so in a cluster only this node's state is reset. Returns the number
+  // of keys that existed.
+  std::size_t reset(const CheckInput& input, CheckOutput& out);
+
+  // Releases (or, with `extend`, restarts the TTL of) the lease `id` of the
+  // concurrency key `key` (RuleVerdict::key).
+  LeaseStatus release_lease(std::string_view key, alg::Ticket id, bool extend, TimeUs now);
+
   // Installs new rules. A rule with the same name and the same definition keeps
   // its buckets; the buckets of changed and removed rules are dropped by the
   // sweep.
@@ -134,7 +184,7 @@ class Limiter {
 
   const RuleSet& rules() const;
   const LimiterStats& stats() const { return stats_; }
-  std::size_t key_count() const { return table_.size(); }
+  std::size_t key_count() const { return total_keys(); }
   const LimiterOptions& options() const { return options_; }
   void set_max_keys(std::size_t max_keys);
 
@@ -143,11 +193,23 @@ class Limiter {
 
   std::shared_ptr<const CompiledRules> compiled_;
   LimiterOptions options_;
-  // The parameters of the bucket `key` names, if its rule (or the inline
-  // limit encoded in it) is known here.
-  std::optional<BucketParams> params_for_key(std::string_view key) const;
+  // What a key of one rule (or one of its overrides) runs.
+  struct CompiledLimit {
+    BucketParams bucket;
+    AlgorithmParams params;  // BucketParams for the token bucket
+    const AlgorithmOptions* options = nullptr;
+    bool token_bucket() const { return params.index() == 0; }
+  };
+  // The limit of the key `key` names, if its rule (or the inline limit
+  // encoded in it) is known here. Inline limits are token buckets.
+  std::optional<CompiledLimit> limit_for_key(std::string_view key) const;
+  // Validates the check, applies exemptions and fills pending_ with the
+  // keys the check touches. False when `out` is already the answer.
+  bool gather(const CheckInput& input, CheckOutput& out);
+  std::size_t total_keys() const { return table_.size() + states_.size(); }
 
-  KeyTable table_;
+  KeyTable table_;     // token buckets
+  StateTable states_;  // every other algorithm
   Ledger ledger_;
   LimiterStats stats_;
   // Scratch space reused across checks, so a check does not allocate.

@@ -40,12 +40,46 @@ std::string ValueMatcher::describe() const {
   return text;
 }
 
+namespace {
+constexpr const char* kAlgorithmNames[kAlgorithmCount] = {
+    "token_bucket", "leaky_bucket", "fixed_window",      "sliding_window", "sliding_log",
+    "gcra",         "smooth_bursty", "smooth_warming_up", "concurrency"};
+}  // namespace
+
 const char* algorithm_name(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kTokenBucket:
-      return "token_bucket";
+  const auto index = static_cast<std::size_t>(algorithm);
+  return index < kAlgorithmCount ? kAlgorithmNames[index] : "unknown";
+}
+
+std::optional<Algorithm> algorithm_from_name(std::string_view name) {
+  for (std::size_t i = 0; i < kAlgorithmCount; ++i) {
+    if (name == kAlgorithmNames[i]) return static_cast<Algorithm>(i);
   }
-  return "unknown";
+  return std::nullopt;
+}
+
+std::string AlgorithmOptions::describe() const {
+  const AlgorithmOptions defaults;
+  std::string text;
+  const auto add = [&](const std::string& item) {
+    if (!text.empty()) text += ' ';
+    text += item;
+  };
+  if (shaper) add("shaper");
+  if (max_delay_us != defaults.max_delay_us) add("max_delay=" + std::to_string(max_delay_us) + "us");
+  if (max_entries != defaults.max_entries) add("max_entries=" + std::to_string(max_entries));
+  if (warmup_us != defaults.warmup_us) add("warmup=" + std::to_string(warmup_us) + "us");
+  if (cold_factor != defaults.cold_factor) add("cold_factor=" + std::to_string(cold_factor));
+  if (lease_ttl_us != defaults.lease_ttl_us) add("lease_ttl=" + std::to_string(lease_ttl_us) + "us");
+  if (local) add("local");
+  if (throttle.mode != algorithms::ThrottleMode::kHard) {
+    add(std::string("mode=") + algorithms::throttle_mode_name(throttle.mode));
+  }
+  if (throttle.soft_percent != 0) add("soft_percent=" + std::to_string(throttle.soft_percent));
+  if (throttle.elastic_threshold_permille != 0) {
+    add("elastic_threshold=" + std::to_string(throttle.elastic_threshold_permille) + "permille");
+  }
+  return text;
 }
 
 namespace {
@@ -68,6 +102,7 @@ bool same_match(const std::vector<DescriptorMatch>& a, const std::vector<Descrip
 
 bool Rule::same_definition(const Rule& other) const {
   if (!same_match(match, other.match) || params != other.params || algorithm != other.algorithm ||
+      options != other.options ||
       overrides.size() != other.overrides.size()) {
     return false;
   }

@@ -3,12 +3,14 @@
 // handed to a Limiter.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/algorithms/throttle.h"
 #include "core/glob.h"
 #include "core/token_bucket.h"
 
@@ -48,8 +50,45 @@ struct DescriptorMatch {
   ValueMatcher value;
 };
 
-enum class Algorithm { kTokenBucket };
+// Which algorithm a rule's keys run (docs/algorithms.md). The order is the
+// order of AlgorithmParams' alternatives (rule_state.h).
+enum class Algorithm : std::uint8_t {
+  kTokenBucket,
+  kLeakyBucket,
+  kFixedWindow,
+  kSlidingWindow,
+  kSlidingLog,
+  kGcra,
+  kSmoothBursty,
+  kSmoothWarmingUp,
+  kConcurrency,
+};
+inline constexpr std::size_t kAlgorithmCount = 9;
+// "token_bucket", "leaky_bucket", ... as the config spells them.
 const char* algorithm_name(Algorithm algorithm);
+std::optional<Algorithm> algorithm_from_name(std::string_view name);
+
+// What a rule sets beyond limit, period and burst. Which fields apply depends
+// on the algorithm (the config loader refuses the others); the defaults are
+// what an unset field means.
+struct AlgorithmOptions {
+  bool shaper = false;             // leaky_bucket: delay requests instead of refusing
+  std::int64_t max_delay_us = -1;  // leaky shaper, smooth_*: longest wait handed out; -1 none
+  std::int64_t max_entries = 0;    // sliding_log: log bound per key; 0: the limit (capped)
+  std::int64_t warmup_us = 0;      // smooth_warming_up
+  std::int64_t cold_factor = 3;    // smooth_warming_up
+  std::int64_t lease_ttl_us = 0;   // concurrency: a lease not released expires after this
+  // Per node only: consumption is neither sent to nor taken from peers. The
+  // only way a concurrency rule runs in cluster mode (in-flight counts cannot
+  // be shared by grow-only counters).
+  bool local = false;
+  algorithms::ThrottleParams throttle;
+
+  friend bool operator==(const AlgorithmOptions&, const AlgorithmOptions&) = default;
+  // "shaper max_delay=5000us ...": every field that differs from the default,
+  // for fingerprints and status.
+  std::string describe() const;
+};
 
 // Other parameters for requests that also match `match` (e.g. tier=premium).
 // The first matching override wins; its requests get buckets of their own.
@@ -63,6 +102,7 @@ struct Rule {
   std::vector<DescriptorMatch> match;  // all must match; sorted by key
   BucketParams params;
   Algorithm algorithm = Algorithm::kTokenBucket;
+  AlgorithmOptions options;  // shared by the overrides
   std::vector<Override> overrides;
   SourceLocation where;
 

@@ -1,6 +1,10 @@
-// The daemon's one clock for the core: microseconds on std::chrono's steady
-// clock (monotonic; its epoch is arbitrary, so only differences mean
-// anything). Thread-safe.
+// The daemon's one clock for the core: the steady clock (monotonic, never
+// steps), shifted once, at first use, so that it reads Unix time in
+// microseconds. Only differences matter to most of the core, but the window
+// algorithms (fixed_window, sliding_window) align their windows to this
+// epoch: nodes whose wall clocks agree (NTP) then share window edges, and a
+// window of "1m" starts on the minute. A wall clock stepped after start does
+// not move it (restart the daemon to pick a step up). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -10,9 +14,13 @@
 namespace rlimit::shell {
 
 inline core::TimeUs steady_now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  static const core::TimeUs offset_us =
+      duration_cast<microseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      duration_cast<microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return duration_cast<microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count() +
+         offset_us;
 }
 
 }  // namespace rlimit::shell

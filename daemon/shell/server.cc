@@ -396,6 +396,17 @@ void Server::reload() {
     return;
   }
 
+  if (const std::vector<config::ConfigError> refused =
+          config::check_rules_for_cluster(loaded.config.rules, cluster_settings_.mode);
+      !refused.empty()) {
+    ++counters_.reload_failures;
+    for (const config::ConfigError& error : refused) {
+      spdlog::error("reload rejected: {}", error.to_string());
+    }
+    spdlog::error("reload rejected: keeping the {} rules in force", limiter_.rules().rules.size());
+    return;
+  }
+
   apply_overrides(overrides_, loaded.config.daemon);
   SettingsChange change = merge_reloaded_settings(settings_, loaded.config.daemon);
   for (const std::string& ignored : change.ignored) {

@@ -40,7 +40,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 15 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 21 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -52,6 +52,12 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("keys_created"), s.keys_created);
   f(std::string_view("keys_evicted"), s.keys_evicted);
   f(std::string_view("clock_went_back"), s.clock_went_back);
+  f(std::string_view("peeks"), s.peeks);
+  f(std::string_view("delayed"), s.delayed);
+  f(std::string_view("over_limit_admitted"), s.over_limit_admitted);
+  f(std::string_view("leases_released"), s.leases_released);
+  f(std::string_view("leases_unknown"), s.leases_unknown);
+  f(std::string_view("keys_reset"), s.keys_reset);
   f(std::string_view("remote_increases"), s.remote_increases);
   f(std::string_view("remote_tokens_charged"), s.remote_tokens_charged);
   f(std::string_view("remote_unknown_keys"), s.remote_unknown_keys);

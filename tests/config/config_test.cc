@@ -738,8 +738,9 @@ TEST(ConfigErrorTest, EmptyDescriptorKey) {
 
 TEST(ConfigErrorTest, UnknownAlgorithm) {
   EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
-                                  "algorithm = \"leaky_bucket\"\n"),
-                        6, 13, {"rule \"r\": unknown algorithm \"leaky_bucket\"", "token_bucket"}));
+                                  "algorithm = \"leaky\"\n"),
+                        6, 13, {"rule \"r\": unknown algorithm \"leaky\"", "token_bucket",
+                                "sliding_log", "concurrency"}));
 }
 
 TEST(ConfigErrorTest, BadSocketMode) {

@@ -1,0 +1,355 @@
+// The Limiter running every algorithm a rule can select: each through the
+// same check path as the token bucket, all-or-nothing across algorithms,
+// the check modes (peek, reserve), throttle modes, leases, reset, the shared
+// key budget, the sweep and remote charges.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/limiter.h"
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+ValueMatcher each() {
+  ValueMatcher m;
+  m.each = true;
+  return m;
+}
+
+Rule rule_of(std::string name, Algorithm algorithm, std::int64_t limit, std::int64_t period_us,
+             std::int64_t burst, AlgorithmOptions options = {}) {
+  Rule rule;
+  rule.name = std::move(name);
+  rule.match = {{"user", each()}};
+  rule.params = {limit, period_us, burst};
+  rule.algorithm = algorithm;
+  rule.options = options;
+  return rule;
+}
+
+Limiter limiter_of(std::vector<Rule> rules, LimiterOptions options = {}) {
+  RuleSet set;
+  set.rules = std::move(rules);
+  return Limiter(options, std::move(set));
+}
+
+struct Caller {
+  std::vector<Descriptor> descriptors{{"user", "alice"}};
+  CheckOutput check(Limiter& limiter, TimeUs now, std::int64_t cost = 1,
+                    CheckMode mode = CheckMode::kCheck, std::int64_t max_wait_us = -1,
+                    std::int64_t load_permille = 0) {
+    CheckOutput out;
+    CheckInput input{descriptors, cost, nullptr};
+    input.mode = mode;
+    input.max_wait_us = max_wait_us;
+    input.load_permille = load_permille;
+    limiter.check(input, now, out);
+    return out;
+  }
+  // How many of `n` checks at `now` are allowed.
+  int allowed_of(Limiter& limiter, TimeUs now, int n) {
+    int allowed = 0;
+    for (int i = 0; i < n; ++i) allowed += check(limiter, now).allowed ? 1 : 0;
+    return allowed;
+  }
+};
+
+constexpr TimeUs kSecond = kUsPerSecond;
+// Window rules align to the epoch: start well inside a window.
+constexpr TimeUs kStart = 1000 * kSecond + 1;
+
+TEST(LimiterAlgorithmsTest, EveryAlgorithmLimitsThroughTheLimiter) {
+  struct Case {
+    Algorithm algorithm;
+    std::int64_t burst;
+    AlgorithmOptions options;
+    int expected_at_once;  // of 20 at one instant, limit 5 per second
+  };
+  AlgorithmOptions shaper;
+  shaper.shaper = true;
+  shaper.max_delay_us = 0;
+  AlgorithmOptions try_now;
+  try_now.max_delay_us = 0;
+  AlgorithmOptions warm = try_now;
+  warm.warmup_us = 0;
+  AlgorithmOptions lease;
+  lease.lease_ttl_us = 10 * kSecond;
+  const std::vector<Case> cases = {
+      {Algorithm::kTokenBucket, 5, {}, 5},
+      {Algorithm::kLeakyBucket, 5, {}, 5},
+      {Algorithm::kLeakyBucket, 5, shaper, 1},  // no waiting allowed: one at a time
+      {Algorithm::kFixedWindow, 5, {}, 5},
+      {Algorithm::kSlidingWindow, 5, {}, 5},
+      {Algorithm::kSlidingLog, 5, {}, 5},
+      {Algorithm::kGcra, 5, {}, 5},
+      {Algorithm::kSmoothBursty, 5, try_now, 6},  // 5 stored, the 6th paid by the next
+      {Algorithm::kSmoothWarmingUp, 5, warm, 1},
+      {Algorithm::kConcurrency, 5, lease, 5},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(algorithm_name(c.algorithm));
+    Limiter limiter = limiter_of({rule_of("r", c.algorithm, 5, kSecond, c.burst, c.options)});
+    Caller alice;
+    EXPECT_EQ(alice.allowed_of(limiter, kStart, 20), c.expected_at_once);
+    const CheckOutput denied = alice.check(limiter, kStart);
+    ASSERT_FALSE(denied.allowed);
+    ASSERT_EQ(denied.rules.size(), 1u);
+    EXPECT_EQ(denied.rules[0].algorithm, c.algorithm);
+    EXPECT_NE(denied.rules[0].retry_after_us, 0);
+    EXPECT_EQ(limiter.key_count(), 1u);
+    EXPECT_EQ(limiter.stats().denied, 20u - static_cast<unsigned>(c.expected_at_once) + 1);
+  }
+}
+
+TEST(LimiterAlgorithmsTest, AllOrNothingAcrossAlgorithms) {
+  // A GCRA rule with room and a fixed window without: the GCRA rule must not
+  // be charged for the refused check.
+  Limiter limiter = limiter_of({rule_of("gcra", Algorithm::kGcra, 10, kSecond, 10),
+                                rule_of("window", Algorithm::kFixedWindow, 2, kSecond, 2)});
+  Caller alice;
+  EXPECT_EQ(alice.allowed_of(limiter, kStart, 5), 2);
+  const CheckOutput out = alice.check(limiter, kStart);
+  ASSERT_EQ(out.rules.size(), 2u);
+  EXPECT_TRUE(out.rules[0].allowed);
+  EXPECT_FALSE(out.rules[1].allowed);
+  // GCRA was charged only twice: 8 of 10 left.
+  EXPECT_EQ(out.rules[0].remaining, 7);  // as if this one were admitted too
+  Limiter gcra_only = limiter_of({rule_of("gcra", Algorithm::kGcra, 10, kSecond, 10)});
+  EXPECT_EQ(alice.allowed_of(gcra_only, kStart, 2), 2);
+  EXPECT_EQ(alice.check(gcra_only, kStart, 1, CheckMode::kPeek).rules[0].remaining, 7);
+}
+
+TEST(LimiterAlgorithmsTest, PeekConsumesNothing) {
+  for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kSlidingWindow}) {
+    SCOPED_TRACE(algorithm_name(algorithm));
+    Limiter limiter = limiter_of({rule_of("r", algorithm, 3, kSecond, 3)});
+    Caller alice;
+    for (int i = 0; i < 10; ++i) {
+      const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kPeek);
+      EXPECT_TRUE(out.allowed);
+      EXPECT_EQ(out.rules[0].remaining, 2);
+    }
+    EXPECT_EQ(limiter.key_count(), 0u);  // a peek makes no key
+    EXPECT_EQ(alice.allowed_of(limiter, kStart, 10), 3);
+    EXPECT_FALSE(alice.check(limiter, kStart, 1, CheckMode::kPeek).allowed);
+    EXPECT_EQ(limiter.stats().peeks, 11u);
+  }
+}
+
+TEST(LimiterAlgorithmsTest, ReserveTakesNowAndSaysHowLongToWait) {
+  // Token bucket 10/s, burst 1: the first passes, each later one waits a
+  // further 100 ms; a reservation beyond max_wait is refused and costs nothing.
+  Limiter limiter = limiter_of({rule_of("r", Algorithm::kTokenBucket, 10, kSecond, 1)});
+  Caller alice;
+  const std::int64_t max_wait = 250'000;
+  std::vector<std::int64_t> delays;
+  for (int i = 0; i < 5; ++i) {
+    const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kReserve, max_wait);
+    if (!out.allowed) break;
+    delays.push_back(out.delay_us);
+  }
+  EXPECT_EQ(delays, (std::vector<std::int64_t>{0, 100'000, 200'000}));
+  const CheckOutput refused = alice.check(limiter, kStart, 1, CheckMode::kReserve, max_wait);
+  EXPECT_FALSE(refused.allowed);
+  // When it would pass without waiting.
+  EXPECT_EQ(refused.rules[0].retry_after_us, 300'000);
+  // Waiting out the first reservation makes room for exactly one more.
+  EXPECT_TRUE(alice.check(limiter, kStart + 100'000, 1, CheckMode::kReserve, max_wait).allowed);
+  EXPECT_GT(limiter.stats().delayed, 0u);
+}
+
+TEST(LimiterAlgorithmsTest, ReserveOnAWindowWaitsForTheNextWindow) {
+  Limiter limiter = limiter_of({rule_of("r", Algorithm::kFixedWindow, 2, kSecond, 2)});
+  Caller alice;
+  const TimeUs now = 1000 * kSecond + 250'000;  // 750 ms before the edge
+  EXPECT_EQ(alice.allowed_of(limiter, now, 2), 2);
+  const CheckOutput out = alice.check(limiter, now, 1, CheckMode::kReserve, kSecond);
+  ASSERT_TRUE(out.allowed);
+  EXPECT_EQ(out.delay_us, 750'000);
+  // The reservation took one unit of the next window.
+  EXPECT_EQ(alice.allowed_of(limiter, now + 750'000, 5), 1);
+}
+
+TEST(LimiterAlgorithmsTest, ReserveIsRefusedWhereItCannotMeanAnything) {
+  AlgorithmOptions lease;
+  lease.lease_ttl_us = kSecond;
+  for (Rule rule : {rule_of("log", Algorithm::kSlidingLog, 5, kSecond, 5),
+                    rule_of("slots", Algorithm::kConcurrency, 5, kSecond, 5, lease)}) {
+    Limiter limiter = limiter_of({rule});
+    Caller alice;
+    const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kReserve, kSecond);
+    EXPECT_EQ(out.status, CheckStatus::kInvalid);
+    EXPECT_NE(out.error.find("cannot reserve"), std::string::npos) << out.error;
+  }
+}
+
+TEST(LimiterAlgorithmsTest, RequestMaxWaitReplacesTheShapersOwn) {
+  AlgorithmOptions shaper;
+  shaper.shaper = true;  // no max delay of its own: waits as long as the capacity allows
+  Limiter limiter = limiter_of({rule_of("r", Algorithm::kLeakyBucket, 10, kSecond, 5, shaper)});
+  Caller alice;
+  std::vector<std::int64_t> delays;
+  for (int i = 0; i < 3; ++i) delays.push_back(alice.check(limiter, kStart).delay_us);
+  EXPECT_EQ(delays, (std::vector<std::int64_t>{0, 100'000, 200'000}));
+  // The next would wait 300 ms: refused under a 250 ms bound, fine without.
+  EXPECT_FALSE(alice.check(limiter, kStart, 1, CheckMode::kCheck, 250'000).allowed);
+  EXPECT_EQ(alice.check(limiter, kStart).delay_us, 300'000);
+}
+
+TEST(LimiterAlgorithmsTest, ConcurrencyLeasesAreReleasedByKey) {
+  AlgorithmOptions lease;
+  lease.lease_ttl_us = 10 * kSecond;
+  Limiter limiter = limiter_of({rule_of("slots", Algorithm::kConcurrency, 2, 0, 2, lease)});
+  Caller alice;
+  const CheckOutput first = alice.check(limiter, kStart);
+  const std::string first_key(first.rules[0].key);
+  const alg::Ticket first_lease = first.rules[0].lease;
+  ASSERT_TRUE(first.allowed);
+  EXPECT_NE(first_lease, alg::kNoTicket);
+  EXPECT_TRUE(alice.check(limiter, kStart).allowed);
+  EXPECT_FALSE(alice.check(limiter, kStart).allowed);
+  EXPECT_EQ(limiter.release_lease(first_key, first_lease, false, kStart + 1), LeaseStatus::kDone);
+  EXPECT_EQ(limiter.release_lease(first_key, first_lease, false, kStart + 1),
+            LeaseStatus::kUnknown);
+  EXPECT_TRUE(alice.check(limiter, kStart + 2).allowed);
+  EXPECT_FALSE(alice.check(limiter, kStart + 2).allowed);
+  // Leases expire after their TTL: a crashed holder frees its slots.
+  EXPECT_TRUE(alice.check(limiter, kStart + 11 * kSecond).allowed);
+  // A token bucket's key holds no lease.
+  Limiter buckets = limiter_of({rule_of("r", Algorithm::kTokenBucket, 2, kSecond, 2)});
+  const CheckOutput bucket = alice.check(buckets, kStart);
+  EXPECT_EQ(bucket.rules[0].lease, alg::kNoTicket);
+  EXPECT_EQ(buckets.release_lease(bucket.rules[0].key, 1, false, kStart), LeaseStatus::kNotALease);
+  EXPECT_EQ(limiter.stats().leases_released, 1u);
+  EXPECT_EQ(limiter.stats().leases_unknown, 1u);
+}
+
+TEST(LimiterAlgorithmsTest, ResetForgetsTheMatchedKeys) {
+  Limiter limiter = limiter_of({rule_of("gcra", Algorithm::kGcra, 1, kSecond, 1),
+                                rule_of("bucket", Algorithm::kTokenBucket, 1, kSecond, 1)});
+  Caller alice;
+  Caller bob;
+  bob.descriptors = {{"user", "bob"}};
+  EXPECT_TRUE(alice.check(limiter, kStart).allowed);
+  EXPECT_TRUE(bob.check(limiter, kStart).allowed);
+  EXPECT_FALSE(alice.check(limiter, kStart).allowed);
+  CheckOutput out;
+  EXPECT_EQ(limiter.reset({alice.descriptors, 1, nullptr}, out), 2u);
+  ASSERT_EQ(out.rules.size(), 2u);
+  EXPECT_TRUE(alice.check(limiter, kStart).allowed);
+  EXPECT_FALSE(bob.check(limiter, kStart).allowed);  // bob's keys untouched
+  EXPECT_EQ(limiter.stats().keys_reset, 2u);
+}
+
+TEST(LimiterAlgorithmsTest, ShadowAdmitsAndCountsWhatEnforcingWouldRefuse) {
+  AlgorithmOptions shadow;
+  shadow.throttle.mode = alg::ThrottleMode::kShadow;
+  for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kFixedWindow}) {
+    SCOPED_TRACE(algorithm_name(algorithm));
+    Limiter limiter = limiter_of({rule_of("r", algorithm, 3, kSecond, 3, shadow)});
+    Caller alice;
+    EXPECT_EQ(alice.allowed_of(limiter, kStart, 10), 10);
+    EXPECT_EQ(limiter.stats().over_limit_admitted, 7u);
+    const CheckOutput out = alice.check(limiter, kStart);
+    EXPECT_TRUE(out.rules[0].over_limit);
+    EXPECT_EQ(out.rules[0].remaining, 0);
+  }
+}
+
+TEST(LimiterAlgorithmsTest, SoftAdmitsItsAllowanceAndRepaysIt) {
+  AlgorithmOptions soft;
+  soft.throttle.mode = alg::ThrottleMode::kSoft;
+  soft.throttle.soft_percent = 20;
+  Limiter limiter = limiter_of({rule_of("r", Algorithm::kTokenBucket, 10, kSecond, 10, soft)});
+  Caller alice;
+  EXPECT_EQ(alice.allowed_of(limiter, kStart, 20), 12);
+  // The 2 over are debt: one second later 10 tokens came back, 8 usable
+  // before the allowance (2 more) is reached.
+  EXPECT_EQ(alice.allowed_of(limiter, kStart + kSecond, 20), 10);
+}
+
+TEST(LimiterAlgorithmsTest, ElasticAdmitsBeyondTheLimitOnlyWhileTheLoadIsLow) {
+  AlgorithmOptions elastic;
+  elastic.throttle.mode = alg::ThrottleMode::kElastic;
+  elastic.throttle.elastic_threshold_permille = 500;
+  Limiter limiter = limiter_of({rule_of("r", Algorithm::kGcra, 2, kSecond, 2, elastic)});
+  Caller alice;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(alice.check(limiter, kStart, 1, CheckMode::kCheck, -1, 100).allowed);
+  }
+  // Beyond the limit nothing was charged: at high load the rule is at its
+  // limit, which the first two used.
+  EXPECT_FALSE(alice.check(limiter, kStart, 1, CheckMode::kCheck, -1, 900).allowed);
+  EXPECT_EQ(limiter.stats().over_limit_admitted, 3u);
+}
+
+TEST(LimiterAlgorithmsTest, KeysOfEveryAlgorithmShareOneBudget) {
+  LimiterOptions options;
+  options.max_keys = 2;
+  options.key_table_full = KeyTableFullPolicy::kDeny;
+  Rule bucket = rule_of("bucket", Algorithm::kTokenBucket, 1, kSecond, 1);
+  Rule window = rule_of("window", Algorithm::kSlidingWindow, 1, kSecond, 1);
+  window.match = {{"ip", each()}};
+  Limiter limiter = limiter_of({bucket, window}, options);
+  Caller one;
+  one.descriptors = {{"user", "a"}, {"ip", "1"}};
+  Caller two;
+  two.descriptors = {{"user", "b"}, {"ip", "2"}};
+  EXPECT_TRUE(one.check(limiter, kStart).allowed);
+  EXPECT_EQ(limiter.key_count(), 2u);
+  const CheckOutput full = two.check(limiter, kStart);
+  EXPECT_EQ(full.status, CheckStatus::kKeyTableFull);
+  // Once both of one's keys are idle the sweep makes room.
+  EXPECT_TRUE(two.check(limiter, kStart + 3 * kSecond).allowed);
+  EXPECT_EQ(limiter.key_count(), 2u);
+}
+
+TEST(LimiterAlgorithmsTest, SweepForgetsIdleStates) {
+  Limiter limiter = limiter_of({rule_of("log", Algorithm::kSlidingLog, 5, kSecond, 5)});
+  Caller alice;
+  EXPECT_TRUE(alice.check(limiter, kStart).allowed);
+  EXPECT_EQ(limiter.sweep(kStart + kSecond / 2, 100), 0u);  // still in the window
+  EXPECT_EQ(limiter.sweep(kStart + 2 * kSecond, 100), 1u);
+  EXPECT_EQ(limiter.key_count(), 0u);
+}
+
+TEST(LimiterAlgorithmsTest, RemoteConsumptionChargesEveryReplicatedAlgorithm) {
+  for (Algorithm algorithm : {Algorithm::kGcra, Algorithm::kFixedWindow, Algorithm::kSlidingLog,
+                              Algorithm::kLeakyBucket, Algorithm::kTokenBucket}) {
+    SCOPED_TRACE(algorithm_name(algorithm));
+    LimiterOptions options;
+    Limiter a = limiter_of({rule_of("r", algorithm, 10, kSecond, 10)}, options);
+    Limiter b = limiter_of({rule_of("r", algorithm, 10, kSecond, 10)}, options);
+    a.enable_replication("a", 1, 0);
+    b.enable_replication("b", 1, 0);
+    Caller alice;
+    EXPECT_EQ(alice.allowed_of(a, kStart, 7), 7);
+    // b learns a's counter for the key and is charged with it.
+    const CheckOutput first = alice.check(a, kStart, 0, CheckMode::kPeek);
+    const std::string key(first.rules[0].key);
+    EXPECT_EQ(b.merge_remote(key, "a", 1, 7, kStart), 7u);
+    EXPECT_EQ(b.merge_remote(key, "a", 1, 7, kStart), 0u);  // old news
+    EXPECT_EQ(alice.allowed_of(b, kStart, 10), 3);
+  }
+}
+
+TEST(LimiterAlgorithmsTest, LocalRulesNeitherSendNorTakeConsumption) {
+  AlgorithmOptions local;
+  local.local = true;
+  local.lease_ttl_us = kSecond;
+  Limiter a = limiter_of({rule_of("slots", Algorithm::kConcurrency, 2, 0, 2, local)});
+  a.enable_replication("a", 1, 0);
+  Caller alice;
+  const CheckOutput out = alice.check(a, kStart);
+  ASSERT_TRUE(out.allowed);
+  EXPECT_EQ(a.ledger().size(), 0u);
+  const std::string key(out.rules[0].key);
+  a.merge_remote(key, "b", 1, 5, kStart);
+  EXPECT_TRUE(alice.check(a, kStart).allowed);  // b's 5 were not charged
+}
+
+}  // namespace
+}  // namespace rlimit::core
