@@ -27,4 +27,8 @@ bool Ideal::check(const core::CheckInput& input, TimeUs t) {
   return out_.allowed;
 }
 
+void Ideal::release(std::string_view key, std::uint64_t lease, TimeUs t) {
+  limiter_.release_lease(key, lease, /*extend=*/false, kEpochUs + t);
+}
+
 }  // namespace rlimit::sim

@@ -17,6 +17,11 @@ class Ideal {
   explicit Ideal(const core::RuleSet& rules);
   // True if the perfect limiter admits `input` at virtual time `t`.
   bool check(const core::CheckInput& input, TimeUs t);
+  // The rules' verdicts of the last check (keys and leases valid until the
+  // next call).
+  const core::CheckOutput& last() const { return out_; }
+  // Releases a concurrency lease the ideal handed out.
+  void release(std::string_view key, std::uint64_t lease, TimeUs t);
 
   // Every clock the simulation hands to the core is offset by this, so no
   // time is negative and incarnations look like wall-clock microseconds.

@@ -300,6 +300,7 @@ void read_traffic(Reader& r, Traffic& t, std::size_t index) {
   }
   r.duration("burst_on", t.burst_on_us, 1000);
   r.duration("burst_off", t.burst_off_us, 0);
+  r.duration("hold", t.hold_us, 0);
   r.boolean("burst_aligned", t.burst_aligned);
   r.duration("start", t.start_us, 0);
   r.duration("end", t.end_us, 0);

@@ -111,6 +111,10 @@ struct Traffic {
   bool burst_aligned = true;  // every node bursts at once (else each its own phase)
   TimeUs start_us = 2'000'000;
   TimeUs end_us = -1;  // -1: the end of the run
+  // > 0: an admitted request holds its concurrency leases this long, then
+  // releases them (on its node, and in the ideal). 0: never released (leases
+  // expire after their TTL).
+  TimeUs hold_us = 0;
   std::vector<DescriptorTemplate> descriptors;
   std::optional<InlineTemplate> inline_limit;
 };

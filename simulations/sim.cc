@@ -1,8 +1,11 @@
 #include "sim.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -21,17 +24,29 @@
 namespace rlimit::sim {
 namespace {
 
-enum class Kind : std::uint8_t { kDeliver, kTick, kArrival, kCrash, kRestart, kHeal, kProbe };
+enum class Kind : std::uint8_t {
+  kDeliver,
+  kTick,
+  kArrival,
+  kCrash,
+  kRestart,
+  kHeal,
+  kProbe,
+  kRelease,
+};
 
 struct Event {
   TimeUs at = 0;
   std::uint64_t seq = 0;  // creation order: ties at one instant run in it
   Kind kind = Kind::kTick;
   std::uint32_t node = 0;
-  std::uint32_t aux = 0;   // tick: generation; arrival: stream; crash/heal: index
+  std::uint32_t aux = 0;   // tick, release: generation; arrival: stream; crash/heal: index
   std::uint32_t from = 0;  // deliver: sender
-  std::string payload;
+  std::string payload;  // deliver: the datagram; release: the lease (key + 8-byte id)
 };
+
+// A release event's node for a lease the ideal handed out.
+constexpr std::uint32_t kIdealNode = UINT32_MAX;
 
 // A min-heap on (at, seq).
 struct Later {
@@ -260,6 +275,8 @@ class Simulation {
         return track("partition " + std::to_string(e.aux) + " healed");
       case Kind::kProbe:
         return probe();
+      case Kind::kRelease:
+        return release(e);
     }
   }
 
@@ -336,11 +353,38 @@ class Simulation {
       r_.ideal += cost;
       key_ideal_[stream][key] += static_cast<std::int64_t>(cost);
     }
+    if (s_.traffic[stream].hold_us > 0) {
+      const TimeUs at = now_ + s_.traffic[stream].hold_us;
+      if (ideal) hold_leases(ideal_.last(), at, kIdealNode, 0);
+      if (allowed && node.up) hold_leases(out_, at, i, node.generation);
+    }
     if (allowed && !ideal) ++r_.allowed_ideal_denied;
     if (!allowed && ideal) ++r_.denied_ideal_allowed;
     digest_.mix(static_cast<std::uint64_t>(now_));
     digest_.mix((static_cast<std::uint64_t>(i) << 32) | stream);
     digest_.mix((static_cast<std::uint64_t>(key) << 2) | (allowed ? 1 : 0) | (ideal ? 2 : 0));
+  }
+
+  // Schedules the release of every lease `out` handed out.
+  void hold_leases(const core::CheckOutput& out, TimeUs at, std::uint32_t node,
+                   std::uint32_t generation) {
+    for (const core::RuleVerdict& v : out.rules) {
+      if (v.lease == 0) continue;
+      std::string lease(v.key);
+      lease.append(reinterpret_cast<const char*>(&v.lease), sizeof v.lease);
+      push(at, Kind::kRelease, node, generation, 0, std::move(lease));
+    }
+  }
+
+  void release(const Event& e) {
+    std::uint64_t id = 0;
+    std::memcpy(&id, e.payload.data() + e.payload.size() - sizeof id, sizeof id);
+    const std::string_view key(e.payload.data(), e.payload.size() - sizeof id);
+    if (e.node == kIdealNode) return ideal_.release(key, id, now_);
+    Node& node = nodes_[e.node];
+    // A crash took the lease with the node's memory.
+    if (!node.up || node.generation != e.aux) return;
+    node.limiter->release_lease(key, id, /*extend=*/false, local(e.node, now_));
   }
 
   void crash(std::uint32_t i) {
@@ -433,6 +477,7 @@ class Simulation {
           if (!node.up) continue;
           core::CheckInput input = workload_->input(si, k);
           input.cost = 0;
+          input.mode = core::CheckMode::kPeek;
           node.limiter->check(input, local(i, now_), out_);
           for (std::size_t v = 0; v < out_.rules.size(); ++v) {
             const core::RuleVerdict& verdict = out_.rules[v];
