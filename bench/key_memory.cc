@@ -1,7 +1,7 @@
 // Measures the memory a held key costs: fills a Limiter with N distinct
 // per-user buckets and reports the heap growth (glibc mallinfo2: small
 // chunks plus mmap'd blocks, where big arrays live) and RSS growth per key.
-// Run: build/bin/rlimit-keymem --keys 1000000
+// Run: build/bin/rlimit-keymem --keys 1000000 [--algorithm gcra]
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Bytes per held key in rlimitd's key table"};
   std::size_t keys = 1'000'000;
   std::size_t value_bytes = 12;
+  std::string algorithm_name = "token_bucket";
   app.add_option("--keys", keys, "distinct keys to hold");
+  app.add_option("--algorithm", algorithm_name, "the rule's algorithm (token_bucket, gcra, ...)");
   app.add_option("--value-bytes", value_bytes, "length of each descriptor value (>= 8)");
   CLI11_PARSE(app, argc, argv);
   if (value_bytes < 8) value_bytes = 8;
@@ -47,6 +49,13 @@ int main(int argc, char** argv) {
   each.each = true;
   rule.match.push_back({"user", each});
   rule.params = {10, kUsPerSecond, 10};
+  const std::optional<Algorithm> algorithm = algorithm_from_name(algorithm_name);
+  if (!algorithm) {
+    std::fprintf(stderr, "rlimit-keymem: unknown algorithm \"%s\"\n", algorithm_name.c_str());
+    return 2;
+  }
+  rule.algorithm = *algorithm;
+  rule.options.lease_ttl_us = kUsPerSecond;  // concurrency
   RuleSet rules;
   rules.rules.push_back(rule);
   Limiter limiter({.max_keys = keys}, std::move(rules));
@@ -59,7 +68,7 @@ int main(int argc, char** argv) {
     const std::string digits = std::to_string(i);
     value.replace(value_bytes - digits.size(), digits.size(), digits);
     const Descriptor d[] = {{"user", value}};
-    limiter.check({d, 1, nullptr}, 0, out);
+    limiter.check({d, 1, nullptr}, kUsPerSecond, out);
   }
   const std::size_t heap_after = heap_bytes();
   const long rss_after = rss_kib();
@@ -68,6 +77,7 @@ int main(int argc, char** argv) {
   const std::size_t key_bytes = 9 + 4 + value_bytes;
   const double heap_per_key = static_cast<double>(heap_after - heap_before) / static_cast<double>(keys);
   const double rss_per_key = (rss_after - rss_before) * 1024.0 / static_cast<double>(keys);
+  std::printf("algorithm            %s\n", algorithm_name.c_str());
   std::printf("keys held            %zu\n", limiter.key_count());
   std::printf("key bytes            %zu (rule header 9 + length 4 + value %zu)\n", key_bytes, value_bytes);
   std::printf("heap per key         %.1f bytes\n", heap_per_key);
