@@ -145,6 +145,13 @@ TokenBucket* KeyTable::find(std::string_view key) {
   }
 }
 
+void KeyTable::prefetch(std::string_view key) const {
+  if (size_ == 0) return;
+  const std::size_t i = home_of(static_cast<std::uint32_t>(hash_key(key)));
+  __builtin_prefetch(&tags_[i]);
+  __builtin_prefetch(&slots_[i]);
+}
+
 bool KeyTable::erase(std::string_view key) {
   TokenBucket* bucket = find(key);
   if (bucket == nullptr) return false;

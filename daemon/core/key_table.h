@@ -47,6 +47,11 @@ class KeyTable {
   // returns true from will_grow(1).
   TokenBucket* insert(std::string_view key, const TokenBucket& bucket);
 
+  // Starts fetching the memory a find(key) will touch (the key's home tag
+  // and slot), so a caller that knows its next keys can overlap their cache
+  // misses. Changes nothing; a hint only.
+  void prefetch(std::string_view key) const;
+
   // Erases the bucket for `key`; false when there is none. Invalidates
   // pointers from find().
   bool erase(std::string_view key);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/bytes.h"
@@ -66,6 +67,32 @@ std::int64_t read_i64(std::string_view key, std::size_t at) {
   return v;
 }
 
+// Appends the key of `rule` (fingerprint `fp`, override `override_index`) to
+// `out` at `used`, growing it as needed; `values` are the rule's matched
+// values in match order. Returns the key's length.
+std::size_t write_rule_key(const Rule& rule, std::uint64_t fp, std::uint8_t override_index,
+                           const std::string_view* values, std::string& out, std::size_t& used) {
+  const std::size_t start = used;
+  const auto space = [&](std::size_t bytes) {
+    if (out.size() < used + bytes) out.resize(std::max(2 * out.size(), used + bytes));
+    char* at = out.data() + used;
+    used += bytes;
+    return at;
+  };
+  char* at = space(kKeyHeaderBytes);
+  std::memcpy(at, &fp, 8);
+  at[8] = static_cast<char>(override_index);
+  for (std::size_t i = 0; i < rule.match.size(); ++i) {
+    if (!rule.match[i].value.each) continue;
+    const std::string_view value = values[i];
+    const auto length = static_cast<std::uint32_t>(value.size());
+    at = space(4 + value.size());
+    std::memcpy(at, &length, 4);
+    std::memcpy(at + 4, value.data(), value.size());
+  }
+  return used - start;
+}
+
 const std::string_view* find_value(std::span<const Descriptor> descriptors, std::string_view key) {
   for (const Descriptor& d : descriptors) {
     if (equal_bytes(d.key, key)) return &d.value;
@@ -97,6 +124,14 @@ bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Desc
   return true;
 }
 
+// 1 + the index of the first override `descriptors` match, 0 for none.
+std::uint8_t override_of(const Rule& rule, std::span<const Descriptor> descriptors) {
+  for (std::size_t o = 0; o < rule.overrides.size() && o < 255; ++o) {
+    if (matches_all(rule.overrides[o].match, descriptors)) return static_cast<std::uint8_t>(o + 1);
+  }
+  return 0;
+}
+
 }  // namespace
 
 struct Limiter::CompiledRules {
@@ -109,33 +144,44 @@ struct Limiter::CompiledRules {
   std::vector<std::vector<std::size_t>> exempt_rules;
 };
 
-// One key a check touches.
+const AlgorithmOptions kDefaultOptions;
+
+// One key a check touches. Trivially destructible, so that the per-check
+// clear() of pending_ costs nothing: what only other algorithms need (a
+// variant that may hold a vector) lives in Limiter::AlgorithmScratch.
 struct Limiter::Pending {
+  // User-provided, so emplace_back() initializes member by member instead of
+  // zeroing the whole struct first (a `rep stos` that measured a third of a
+  // hot-key check).
+  Pending() {}
+
   std::string_view name;
   const CompiledLimit* limit = nullptr;  // nullptr: the inline limit (a token bucket)
+  const AlgorithmOptions* options = &kDefaultOptions;
   BucketParams params;
+  bool token_bucket = true;
+  bool hard_token_bucket = true;  // decided without building a verdict (unless reserving)
+  std::uint32_t scratch = 0;  // other algorithms: index into algorithm_scratch_
   std::size_t key_offset = 0;
   std::size_t key_bytes = 0;
   // Token bucket.
   TokenBucket* bucket = nullptr;  // existing bucket, or nullptr (a fresh one)
   TokenBucket fresh;              // used when bucket == nullptr
   // Other algorithms.
-  AlgorithmParams effective;   // the limit's params, with the request's max wait
-  RuleState* state = nullptr;  // existing state, or nullptr (fresh_state)
-  RuleState fresh_state;
-  // The decision.
-  alg::Verdict verdict;
+  RuleState* state = nullptr;  // existing state, or nullptr (the scratch's fresh one)
+  // The decision (the verdict it came from, when one was built, is in the
+  // scratch).
   alg::ThrottleDecision decision;
 
-  bool token_bucket() const { return limit == nullptr || limit->token_bucket(); }
   TokenBucket& current() { return bucket != nullptr ? *bucket : fresh; }
-  RuleState& current_state() { return state != nullptr ? *state : fresh_state; }
-  const AlgorithmOptions& options() const {
-    static const AlgorithmOptions kDefaults;
-    return limit != nullptr && limit->options != nullptr ? *limit->options : kDefaults;
-  }
 };
 
+// What a rule other than a hard token bucket needs while a check is decided.
+struct Limiter::AlgorithmScratch {
+  AlgorithmParams effective;  // the limit's params, with the request's max wait
+  RuleState fresh_state;
+  alg::Verdict verdict;
+};
 void CheckOutput::clear() {
   allowed = false;
   status = CheckStatus::kOk;
@@ -270,6 +316,12 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   // Keys are written into key_scratch_, which only grows: `key_used` bytes of
   // it hold this check's keys.
   pending_.clear();
+  std::uint32_t algorithm_scratch_used = 0;
+  // Rules that build a verdict get scratch space (reused across checks).
+  const auto take_scratch = [&](Pending& p) {
+    p.scratch = algorithm_scratch_used++;
+    if (algorithm_scratch_.size() < algorithm_scratch_used) algorithm_scratch_.emplace_back();
+  };
   std::size_t key_used = 0;
   const auto key_space = [&](std::size_t bytes) {
     if (key_scratch_.size() < key_used + bytes) {
@@ -288,35 +340,26 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
       any_skipped = true;
       continue;
     }
-    std::uint8_t override_index = 0;
-    for (std::size_t o = 0; o < rule.overrides.size() && o < 255; ++o) {
-      if (matches_all(rule.overrides[o].match, input.descriptors)) {
-        override_index = static_cast<std::uint8_t>(o + 1);
-        break;
-      }
-    }
+    const std::uint8_t override_index = override_of(rule, input.descriptors);
     Pending& p = pending_.emplace_back();
     p.name = rule.name;
+    // Read from the rule, which is in cache already, not through p.limit.
     p.limit = &compiled.limits[r][override_index];
-    p.params = p.limit->bucket;
+    p.options = &rule.options;
+    p.params = override_index == 0 ? rule.params : rule.overrides[override_index - 1].params;
+    p.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
+    p.hard_token_bucket =
+        p.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+    if (!p.hard_token_bucket || input.mode == CheckMode::kReserve) take_scratch(p);
     p.key_offset = key_used;
-    char* at = key_space(kKeyHeaderBytes);
-    std::memcpy(at, &compiled.fingerprints[r], 8);
-    at[8] = static_cast<char>(override_index);
-    for (std::size_t i = 0; i < rule.match.size(); ++i) {
-      if (!rule.match[i].value.each) continue;
-      const std::string_view value = match_values_[i];
-      const auto length = static_cast<std::uint32_t>(value.size());
-      at = key_space(4 + value.size());
-      std::memcpy(at, &length, 4);
-      std::memcpy(at + 4, value.data(), value.size());
-    }
-    p.key_bytes = key_used - p.key_offset;
+    p.key_bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
+                                 match_values_.data(), key_scratch_, key_used);
   }
   if (input.inline_limit != nullptr) {
     Pending& p = pending_.emplace_back();
     p.name = input.inline_limit->key;
     p.params = input.inline_limit->params;
+    if (input.mode == CheckMode::kReserve) take_scratch(p);
     p.key_offset = key_used;
     const std::string_view name = input.inline_limit->key;
     char* at = key_space(kInlineKeyBytes + name.size());
@@ -369,7 +412,23 @@ alg::Verdict token_bucket_verdict(const TokenBucket& bucket, const BucketParams&
 
 }  // namespace
 
+void Limiter::prefetch(const CheckInput& input) {
+  const CompiledRules& compiled = *compiled_;
+  for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
+    const Rule& rule = compiled.set.rules[r];
+    if (!compiled.limits[r][0].token_bucket()) continue;
+    if (match_values_.size() < rule.match.size()) match_values_.resize(rule.match.size());
+    if (!matches_all(rule.match, input.descriptors, match_values_.data())) continue;
+    const std::uint8_t override_index = override_of(rule, input.descriptors);
+    std::size_t used = 0;
+    const std::size_t bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
+                                             match_values_.data(), prefetch_scratch_, used);
+    table_.prefetch(std::string_view(prefetch_scratch_.data(), bytes));
+  }
+}
+
 void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
+  static_assert(std::is_trivially_destructible_v<Pending>);
   out.clear();
   ++stats_.checks;
   if (input.mode == CheckMode::kPeek) ++stats_.peeks;
@@ -388,8 +447,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     fresh_states = 0;
     for (Pending& p : pending_) {
       const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-      const AlgorithmOptions& options = p.options();
-      if (p.token_bucket()) {
+      const AlgorithmOptions& options = *p.options;
+      if (p.token_bucket) {
         p.bucket = table_.find(key);
         if (p.bucket != nullptr) {
           if (now < p.bucket->last_refill_us()) ++stats_.clock_went_back;
@@ -397,24 +456,27 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         } else {
           p.fresh = TokenBucket::full(p.params, now);
         }
-        if (!reserve && options.throttle.mode == alg::ThrottleMode::kHard) {
+        if (p.hard_token_bucket && !reserve) {
           // The common case, without building a verdict.
           const bool ok = p.current().allows(input.cost);
           p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
         } else {
-          p.verdict = token_bucket_verdict(p.current(), p.params, input.cost);
+          algorithm_scratch_[p.scratch].verdict =
+              token_bucket_verdict(p.current(), p.params, input.cost);
         }
       } else {
         // A request's own maximum wait replaces the rule's.
-        p.effective = input.max_wait_us >= 0 && hands_out_waits(p.limit->params)
-                          ? with_max_wait(p.limit->params, input.max_wait_us)
-                          : p.limit->params;
+        AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
+        scratch.effective = input.max_wait_us >= 0 && hands_out_waits(p.limit->params)
+                                ? with_max_wait(p.limit->params, input.max_wait_us)
+                                : p.limit->params;
         p.state = states_.find(key);
-        if (p.state == nullptr) p.fresh_state = fresh_state(p.effective, now);
-        p.verdict = evaluate_state(p.current_state(), p.effective, input.cost, now);
+        if (p.state == nullptr) scratch.fresh_state = fresh_state(scratch.effective, now);
+        scratch.verdict = evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                         scratch.effective, input.cost, now);
       }
-      if (!p.token_bucket() || reserve || options.throttle.mode != alg::ThrottleMode::kHard) {
-        alg::Verdict v = p.verdict;
+      if (!p.hard_token_bucket || reserve) {
+        alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
         if (reserve && !v.allowed && v.retry_after_us >= 0 &&
             (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
           // Taken now, proceeding when it would have fit.
@@ -422,13 +484,12 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
           v.delay_us = std::max(v.delay_us, v.retry_after_us);
           v.retry_after_us = 0;
           v.excess = 0;
-          p.verdict = v;
         }
         p.decision = alg::apply_throttle(v, options.throttle, input.load_permille);
       }
       if (p.decision.charge) {
-        if (p.token_bucket() && p.bucket == nullptr) ++fresh_buckets;
-        if (!p.token_bucket() && p.state == nullptr) ++fresh_states;
+        if (p.token_bucket && p.bucket == nullptr) ++fresh_buckets;
+        if (!p.token_bucket && p.state == nullptr) ++fresh_states;
       }
       allowed = allowed && p.decision.allowed;
     }
@@ -470,7 +531,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     const bool charge = allowed && !peek && p.decision.charge;
     alg::Ticket ticket = alg::kNoTicket;
     if (charge) {
-      if (p.token_bucket()) {
+      if (p.token_bucket) {
         if (p.bucket == nullptr) {
           p.bucket = table_.insert(key, p.fresh);
           assert(p.bucket != nullptr);  // room was made above
@@ -479,13 +540,13 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         p.bucket->charge(input.cost);
       } else {
         if (p.state == nullptr) {
-          p.state = states_.insert(key, std::move(p.fresh_state));
+          p.state = states_.insert(key, std::move(algorithm_scratch_[p.scratch].fresh_state));
           assert(p.state != nullptr);
           ++stats_.keys_created;
         }
-        ticket = commit_state(*p.state, p.effective, input.cost, now);
+        ticket = commit_state(*p.state, algorithm_scratch_[p.scratch].effective, input.cost, now);
       }
-      if (options_.replicated && !p.options().local) {
+      if (options_.replicated && !p.options->local) {
         ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
     }
@@ -495,7 +556,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     v.key = key;
     v.lease = ticket;
     v.allowed = p.decision.allowed;
-    if (p.token_bucket() && !reserve && p.options().throttle.mode == alg::ThrottleMode::kHard) {
+    if (p.hard_token_bucket && !reserve) {
       const TokenBucket& bucket = p.current();
       v.capacity = p.params.burst;
       // After the request when it was admitted (as if, for a peek).
@@ -506,11 +567,12 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     }
     v.algorithm = p.limit != nullptr ? algorithm_of(p.limit->params) : Algorithm::kTokenBucket;
     v.over_limit = p.decision.allowed && p.decision.over_limit;
-    v.capacity = p.verdict.limit;
-    v.remaining = p.verdict.remaining;
-    v.retry_after_us = p.decision.allowed ? 0 : p.verdict.retry_after_us;
-    v.reset_after_us = p.verdict.reset_after_us;
-    if (p.token_bucket() && charge) v.reset_after_us = p.current().reset_after_us(p.params);
+    const alg::Verdict& verdict = algorithm_scratch_[p.scratch].verdict;
+    v.capacity = verdict.limit;
+    v.remaining = verdict.remaining;
+    v.retry_after_us = p.decision.allowed ? 0 : verdict.retry_after_us;
+    v.reset_after_us = verdict.reset_after_us;
+    if (p.token_bucket && charge) v.reset_after_us = p.current().reset_after_us(p.params);
     v.delay_us = allowed ? p.decision.delay_us : 0;
     if (v.over_limit) ++stats_.over_limit_admitted;
     out.delay_us = std::max(out.delay_us, v.delay_us);
@@ -527,7 +589,7 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
   out.allowed = true;
   for (const Pending& p : pending_) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-    const bool erased = p.token_bucket() ? table_.erase(key) : states_.erase(key);
+    const bool erased = p.token_bucket ? table_.erase(key) : states_.erase(key);
     if (erased) ++existed;
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;

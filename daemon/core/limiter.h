@@ -74,6 +74,11 @@ enum class CheckStatus { kOk, kExempt, kInvalid, kKeyTableFull };
 
 // How one matched rule (or the inline limit) judged a check.
 struct RuleVerdict {
+  // User-provided, so that emplace_back() sets the members one by one rather
+  // than zeroing the whole struct first (`rep stos`: measured at a quarter of
+  // a hot-key check).
+  RuleVerdict() {}
+
   std::string_view name;  // valid until the rules are replaced
   Algorithm algorithm = Algorithm::kTokenBucket;
   bool allowed = false;
@@ -151,6 +156,12 @@ class Limiter {
   // across calls avoids allocation.
   void check(const CheckInput& input, TimeUs now, CheckOutput& out);
 
+  // Starts fetching the token buckets `input` will touch, without deciding
+  // anything: a caller with several checks in hand (a batch, a pipeline)
+  // prefetches a few checks ahead, so their cache misses overlap instead of
+  // coming one after another. Changes nothing observable.
+  void prefetch(const CheckInput& input);
+
   // Forgets the state of every key the check would touch (as if never used);
   // `out.rules` names them (remaining etc. unset). The ledger's counters are
   // kept, so in a cluster only this node's state is reset. Returns the number
@@ -214,8 +225,11 @@ class Limiter {
   LimiterStats stats_;
   // Scratch space reused across checks, so a check does not allocate.
   struct Pending;
+  struct AlgorithmScratch;
   std::vector<Pending> pending_;
+  std::vector<AlgorithmScratch> algorithm_scratch_;
   std::string key_scratch_;
+  std::string prefetch_scratch_;
   std::vector<std::string_view> match_values_;
   std::vector<bool> skipped_;
 };
