@@ -29,6 +29,32 @@ TEST(KeyTableTest, InsertFindAndBound) {
   EXPECT_EQ(table.size(), 2u);
 }
 
+// erase(key) removes exactly that key, keeps every other findable (the probe
+// runs are shifted back), and prefetch is only a hint.
+TEST(KeyTableTest, EraseByKeyKeepsTheRestFindable) {
+  KeyTable table(1000);
+  for (int i = 0; i < 500; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    table.prefetch(key);
+    ASSERT_NE(table.insert(key, bucket_with(i)), nullptr);
+  }
+  for (int i = 0; i < 500; i += 3) EXPECT_TRUE(table.erase("k" + std::to_string(i)));
+  EXPECT_FALSE(table.erase("k0"));
+  EXPECT_FALSE(table.erase("absent"));
+  for (int i = 0; i < 500; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    table.prefetch(key);
+    const TokenBucket* b = table.find(key);
+    if (i % 3 == 0) {
+      EXPECT_EQ(b, nullptr) << key;
+    } else {
+      ASSERT_NE(b, nullptr) << key;
+      EXPECT_EQ(b->tokens(), i);
+    }
+  }
+  EXPECT_EQ(table.size(), 500u - 167u);
+}
+
 TEST(KeyTableTest, DuplicateAndEmptyKeysAreRefused) {
   KeyTable table(10);
   ASSERT_NE(table.insert("a", bucket_with(1)), nullptr);

@@ -351,5 +351,25 @@ TEST(LimiterAlgorithmsTest, LocalRulesNeitherSendNorTakeConsumption) {
   EXPECT_TRUE(alice.check(a, kStart).allowed);  // b's 5 were not charged
 }
 
+// Prefetching the next checks (as a batch does) decides nothing: the same
+// sequence with and without it gives the same answers.
+TEST(LimiterAlgorithmsTest, PrefetchChangesNoDecision) {
+  Limiter plain = limiter_of({rule_of("r", Algorithm::kTokenBucket, 3, kSecond, 3)});
+  Limiter fetched = limiter_of({rule_of("r", Algorithm::kTokenBucket, 3, kSecond, 3)});
+  std::vector<Caller> callers(7);
+  for (std::size_t i = 0; i < callers.size(); ++i) {
+    callers[i].descriptors = {{"user", i % 2 == 0 ? "even" : "odd"}};
+  }
+  for (int step = 0; step < 200; ++step) {
+    Caller& caller = callers[static_cast<std::size_t>(step) % callers.size()];
+    Caller& next = callers[static_cast<std::size_t>(step + 3) % callers.size()];
+    fetched.prefetch({next.descriptors, 1, nullptr});
+    const TimeUs now = kStart + step * 50'000;
+    EXPECT_EQ(caller.check(plain, now).allowed, caller.check(fetched, now).allowed) << step;
+  }
+  EXPECT_EQ(plain.stats().allowed, fetched.stats().allowed);
+  EXPECT_GT(plain.stats().denied, 0u);
+}
+
 }  // namespace
 }  // namespace rlimit::core
