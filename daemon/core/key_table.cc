@@ -124,7 +124,7 @@ std::string_view KeyTable::key_of(const Slot& slot) {
   return {heap_key(slot.key), slot.key_bytes};
 }
 
-TokenBucket* KeyTable::find(std::string_view key) {
+StateCell* KeyTable::find(std::string_view key) {
   if (size_ == 0) return nullptr;
   const std::uint64_t hash = hash_key(key);
   std::size_t i = home_of(static_cast<std::uint32_t>(hash));
@@ -139,7 +139,7 @@ TokenBucket* KeyTable::find(std::string_view key) {
     if (t == 0) return nullptr;
     if (t == tag) {
       Slot& slot = slots_[i];
-      if (slot.hash == hash32 && equal_bytes(key_of(slot), key)) return &slot.bucket;
+      if (slot.hash == hash32 && equal_bytes(key_of(slot), key)) return &slot.cell;
     }
     i = next(i);
   }
@@ -153,16 +153,16 @@ void KeyTable::prefetch(std::string_view key) const {
 }
 
 bool KeyTable::erase(std::string_view key) {
-  TokenBucket* bucket = find(key);
-  if (bucket == nullptr) return false;
-  // The bucket is the slot's first member.
-  static_assert(offsetof(Slot, bucket) == 0);
-  const auto* slot = reinterpret_cast<const Slot*>(bucket);
+  StateCell* cell = find(key);
+  if (cell == nullptr) return false;
+  // The cell is the slot's first member.
+  static_assert(offsetof(Slot, cell) == 0);
+  const auto* slot = reinterpret_cast<const Slot*>(cell);
   erase_at(static_cast<std::size_t>(slot - slots_));
   return true;
 }
 
-TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
+StateCell* KeyTable::insert(std::string_view key, const StateCell& cell) {
   if (size_ >= max_keys_ || key.empty() || key.size() > UINT32_MAX) return nullptr;
   if (will_grow(1)) rehash(grown(capacity_));
   const std::uint64_t hash = hash_key(key);
@@ -175,7 +175,7 @@ TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
     }
   }
   Slot* slot = &slots_[i];
-  slot->bucket = bucket;
+  slot->cell = cell;
   slot->hash = hash32;
   slot->key_bytes = static_cast<std::uint32_t>(key.size());
   if (key.size() <= kInlineKeyBytes) {
@@ -188,7 +188,7 @@ TokenBucket* KeyTable::insert(std::string_view key, const TokenBucket& bucket) {
   }
   tags_[i] = tag;
   ++size_;
-  return &slot->bucket;
+  return &slot->cell;
 }
 
 void KeyTable::reserve(std::size_t more) {
@@ -265,7 +265,7 @@ std::size_t KeyTable::sweep(std::size_t max_visits, const EvictPredicate& evict)
     if (tags_[i] != 0) {
       ++visited;
       const Slot& slot = slots_[i];
-      if (evict(key_of(slot), slot.bucket)) {
+      if (evict(key_of(slot), slot.cell)) {
         erase_at(i);
         ++erased;
         // A later entry may have moved into slot i: look at it again.

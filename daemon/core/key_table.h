@@ -1,6 +1,7 @@
-// The bounded table of live buckets, keyed by an opaque byte string built by
-// the Limiter (rule id, override, distinct descriptor values). Holds at most
-// `max_keys` buckets; the Limiter evicts buckets that have refilled to full
+// The bounded table of live keys, keyed by an opaque byte string built by the
+// Limiter (rule id, override, distinct descriptor values), each holding a
+// 24-byte StateCell (a token bucket, or another algorithm's compact state).
+// Holds at most `max_keys` keys; the Limiter evicts buckets that have refilled to full
 // (indistinguishable from fresh ones) with an incremental sweep. Not
 // thread-safe: one owner, one thread.
 //
@@ -27,7 +28,7 @@
 #include <functional>
 #include <string_view>
 
-#include "core/token_bucket.h"
+#include "core/state_cell.h"
 
 namespace rlimit::core {
 
@@ -38,21 +39,21 @@ class KeyTable {
   KeyTable(const KeyTable&) = delete;
   KeyTable& operator=(const KeyTable&) = delete;
 
-  // The bucket for `key`, or nullptr. Valid until the next insert or erase
+  // The state for `key`, or nullptr. Valid until the next insert or erase
   // (sweep): entries move.
-  TokenBucket* find(std::string_view key);
+  StateCell* find(std::string_view key);
 
-  // Inserts a bucket for `key`. Returns nullptr when the table holds max_keys
+  // Inserts a state for `key`. Returns nullptr when the table holds max_keys
   // already, `key` is present, or `key` is empty. Invalidates pointers from find() when it
   // returns true from will_grow(1).
-  TokenBucket* insert(std::string_view key, const TokenBucket& bucket);
+  StateCell* insert(std::string_view key, const StateCell& cell);
 
   // Starts fetching the memory a find(key) will touch (the key's home tag
   // and slot), so a caller that knows its next keys can overlap their cache
   // misses. Changes nothing; a hint only.
   void prefetch(std::string_view key) const;
 
-  // Erases the bucket for `key`; false when there is none. Invalidates
+  // Erases the state for `key`; false when there is none. Invalidates
   // pointers from find().
   bool erase(std::string_view key);
 
@@ -64,13 +65,13 @@ class KeyTable {
 
   // Visits up to `max_visits` entries (and a bounded number of empty slots),
   // continuing where the last call stopped, and erases those for which
-  // `evict(key, bucket)` is true. Returns the number erased. The predicate
+  // `evict(key, cell)` is true. Returns the number erased. The predicate
   // must not modify the table. One pass visits every slot once, in an order
   // that strides across the table: erasing in slot order would empty one
   // region while another stays dense, and linear probing degrades with the
   // densest region, not the average. (An entry that erasing moves back into a
   // slot already visited waits for the next pass.)
-  using EvictPredicate = std::function<bool(std::string_view key, const TokenBucket& bucket)>;
+  using EvictPredicate = std::function<bool(std::string_view key, const StateCell& cell)>;
   std::size_t sweep(std::size_t max_visits, const EvictPredicate& evict);
 
   std::size_t size() const { return size_; }
@@ -91,7 +92,7 @@ class KeyTable {
 
  private:
   struct Slot {
-    TokenBucket bucket;
+    StateCell cell;
     std::uint32_t hash = 0;       // low 32 bits of the key's hash (the home slot)
     std::uint32_t key_bytes = 0;  // 0: the slot is empty (keys are never empty)
     // The key when key_bytes <= kInlineKeyBytes, else a char* to a heap copy.

@@ -161,19 +161,21 @@ struct Limiter::Pending {
   BucketParams params;
   bool token_bucket = true;
   bool hard_token_bucket = true;  // decided without building a verdict (unless reserving)
+  bool in_table = true;           // the state is a StateCell in the KeyTable
   std::uint32_t scratch = 0;  // other algorithms: index into algorithm_scratch_
   std::size_t key_offset = 0;
   std::size_t key_bytes = 0;
-  // Token bucket.
-  TokenBucket* bucket = nullptr;  // existing bucket, or nullptr (a fresh one)
-  TokenBucket fresh;              // used when bucket == nullptr
-  // Other algorithms.
+  // A token bucket or another compact state, in the KeyTable.
+  StateCell* cell = nullptr;  // existing, or nullptr (a fresh one)
+  StateCell fresh;            // used when cell == nullptr
+  // The sliding log and concurrency, in the StateTable.
   RuleState* state = nullptr;  // existing state, or nullptr (the scratch's fresh one)
   // The decision (the verdict it came from, when one was built, is in the
   // scratch).
   alg::ThrottleDecision decision;
 
-  TokenBucket& current() { return bucket != nullptr ? *bucket : fresh; }
+  StateCell& current() { return cell != nullptr ? *cell : fresh; }
+  TokenBucket& bucket() { return current().as<TokenBucket>(); }
 };
 
 // What a rule other than a hard token bucket needs while a check is decided.
@@ -350,6 +352,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     p.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
     p.hard_token_bucket =
         p.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+    p.in_table = p.token_bucket || in_cell(p.limit->params);
     if (!p.hard_token_bucket || input.mode == CheckMode::kReserve) take_scratch(p);
     p.key_offset = key_used;
     p.key_bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
@@ -439,8 +442,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   const bool reserve = input.mode == CheckMode::kReserve;
   const bool peek = input.mode == CheckMode::kPeek;
   bool allowed = true;
-  std::size_t fresh_buckets = 0;  // token buckets to insert
-  std::size_t fresh_states = 0;   // other states to insert
+  std::size_t fresh_buckets = 0;  // KeyTable cells to insert
+  std::size_t fresh_states = 0;   // StateTable states to insert
   auto decide = [&] {
     allowed = true;
     fresh_buckets = 0;
@@ -449,20 +452,21 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
       const AlgorithmOptions& options = *p.options;
       if (p.token_bucket) {
-        p.bucket = table_.find(key);
-        if (p.bucket != nullptr) {
-          if (now < p.bucket->last_refill_us()) ++stats_.clock_went_back;
-          p.bucket->refill(p.params, now);
+        p.cell = table_.find(key);
+        if (p.cell != nullptr) {
+          TokenBucket& bucket = p.bucket();
+          if (now < bucket.last_refill_us()) ++stats_.clock_went_back;
+          bucket.refill(p.params, now);
         } else {
-          p.fresh = TokenBucket::full(p.params, now);
+          p.fresh = StateCell::of(TokenBucket::full(p.params, now));
         }
         if (p.hard_token_bucket && !reserve) {
           // The common case, without building a verdict.
-          const bool ok = p.current().allows(input.cost);
+          const bool ok = p.bucket().allows(input.cost);
           p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
         } else {
           algorithm_scratch_[p.scratch].verdict =
-              token_bucket_verdict(p.current(), p.params, input.cost);
+              token_bucket_verdict(p.bucket(), p.params, input.cost);
         }
       } else {
         // A request's own maximum wait replaces the rule's.
@@ -470,10 +474,16 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         scratch.effective = input.max_wait_us >= 0 && hands_out_waits(p.limit->params)
                                 ? with_max_wait(p.limit->params, input.max_wait_us)
                                 : p.limit->params;
-        p.state = states_.find(key);
-        if (p.state == nullptr) scratch.fresh_state = fresh_state(scratch.effective, now);
-        scratch.verdict = evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
-                                         scratch.effective, input.cost, now);
+        if (p.in_table) {
+          p.cell = table_.find(key);
+          if (p.cell == nullptr) p.fresh = fresh_cell(scratch.effective, now);
+          scratch.verdict = evaluate_cell(p.current(), scratch.effective, input.cost, now);
+        } else {
+          p.state = states_.find(key);
+          if (p.state == nullptr) scratch.fresh_state = fresh_state(scratch.effective, now);
+          scratch.verdict = evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                           scratch.effective, input.cost, now);
+        }
       }
       if (!p.hard_token_bucket || reserve) {
         alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
@@ -488,8 +498,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         p.decision = alg::apply_throttle(v, options.throttle, input.load_permille);
       }
       if (p.decision.charge) {
-        if (p.token_bucket && p.bucket == nullptr) ++fresh_buckets;
-        if (!p.token_bucket && p.state == nullptr) ++fresh_states;
+        if (p.in_table && p.cell == nullptr) ++fresh_buckets;
+        if (!p.in_table && p.state == nullptr) ++fresh_states;
       }
       allowed = allowed && p.decision.allowed;
     }
@@ -531,13 +541,17 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     const bool charge = allowed && !peek && p.decision.charge;
     alg::Ticket ticket = alg::kNoTicket;
     if (charge) {
-      if (p.token_bucket) {
-        if (p.bucket == nullptr) {
-          p.bucket = table_.insert(key, p.fresh);
-          assert(p.bucket != nullptr);  // room was made above
+      if (p.in_table) {
+        if (p.cell == nullptr) {
+          p.cell = table_.insert(key, p.fresh);
+          assert(p.cell != nullptr);  // room was made above
           ++stats_.keys_created;
         }
-        p.bucket->charge(input.cost);
+        if (p.token_bucket) {
+          p.bucket().charge(input.cost);
+        } else {
+          ticket = commit_cell(*p.cell, algorithm_scratch_[p.scratch].effective, input.cost, now);
+        }
       } else {
         if (p.state == nullptr) {
           p.state = states_.insert(key, std::move(algorithm_scratch_[p.scratch].fresh_state));
@@ -557,7 +571,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     v.lease = ticket;
     v.allowed = p.decision.allowed;
     if (p.hard_token_bucket && !reserve) {
-      const TokenBucket& bucket = p.current();
+      const TokenBucket& bucket = p.bucket();
       v.capacity = p.params.burst;
       // After the request when it was admitted (as if, for a peek).
       v.remaining = std::max<std::int64_t>(bucket.tokens() - (peek && allowed ? input.cost : 0), 0);
@@ -572,7 +586,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     v.remaining = verdict.remaining;
     v.retry_after_us = p.decision.allowed ? 0 : verdict.retry_after_us;
     v.reset_after_us = verdict.reset_after_us;
-    if (p.token_bucket && charge) v.reset_after_us = p.current().reset_after_us(p.params);
+    if (p.token_bucket && charge) v.reset_after_us = p.bucket().reset_after_us(p.params);
     v.delay_us = allowed ? p.decision.delay_us : 0;
     if (v.over_limit) ++stats_.over_limit_admitted;
     out.delay_us = std::max(out.delay_us, v.delay_us);
@@ -589,7 +603,7 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
   out.allowed = true;
   for (const Pending& p : pending_) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-    const bool erased = p.token_bucket ? table_.erase(key) : states_.erase(key);
+    const bool erased = p.in_table ? table_.erase(key) : states_.erase(key);
     if (erased) ++existed;
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
@@ -664,26 +678,31 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
     return increase;
   }
   const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(increase, kMaxTokens));
-  if (limit->token_bucket()) {
-    TokenBucket* bucket = table_.find(key);
-    if (bucket == nullptr) {
-      bucket = total_keys() < options_.max_keys ? table_.insert(key, TokenBucket::full(limit->bucket, now))
-                                                : nullptr;
-      if (bucket == nullptr) {
+  const bool room = total_keys() < options_.max_keys;
+  if (in_cell(limit->params)) {
+    const bool token_bucket = limit->token_bucket();
+    StateCell* cell = table_.find(key);
+    if (cell == nullptr) {
+      const StateCell fresh = token_bucket ? StateCell::of(TokenBucket::full(limit->bucket, now))
+                                           : fresh_cell(limit->params, now);
+      cell = room ? table_.insert(key, fresh) : nullptr;
+      if (cell == nullptr) {
         ++stats_.remote_charges_dropped;
         return increase;
       }
       ++stats_.keys_created;
-    } else {
-      bucket->refill(limit->bucket, now);
+    } else if (token_bucket) {
+      cell->as<TokenBucket>().refill(limit->bucket, now);
     }
-    bucket->charge(charge);
+    if (token_bucket) {
+      cell->as<TokenBucket>().charge(charge);
+    } else {
+      charge_remote_cell(*cell, limit->params, charge, now);
+    }
   } else {
     RuleState* state = states_.find(key);
     if (state == nullptr) {
-      state = total_keys() < options_.max_keys
-                  ? states_.insert(key, fresh_state(limit->params, now))
-                  : nullptr;
+      state = room ? states_.insert(key, fresh_state(limit->params, now)) : nullptr;
       if (state == nullptr) {
         ++stats_.remote_charges_dropped;
         return increase;
@@ -699,19 +718,20 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
 std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
   // A key whose state is as good as fresh can go: a fresh one replaces it
   // exactly when it is next used.
-  const auto bucket_idle = [&](std::string_view key, const TokenBucket& b) {
+  const auto cell_idle = [&](std::string_view key, const StateCell& cell) {
     const std::optional<CompiledLimit> limit = limit_for_key(key);
-    if (!limit || !limit->token_bucket()) return true;  // its rule changed or left
-    TokenBucket probe = b;
+    if (!limit || !in_cell(limit->params)) return true;  // its rule changed or left
+    if (!limit->token_bucket()) return cell_is_idle(cell, limit->params, now);
+    TokenBucket probe = cell.as<TokenBucket>();
     probe.refill(limit->bucket, now);
     return probe.is_full(limit->bucket);
   };
   const auto state_idle = [&](std::string_view key, const RuleState& state) {
     const std::optional<CompiledLimit> limit = limit_for_key(key);
-    if (!limit || limit->token_bucket()) return true;
+    if (!limit || in_cell(limit->params)) return true;
     return state_is_idle(state, limit->params, now);
   };
-  std::size_t evicted = table_.sweep(max_visits, bucket_idle);
+  std::size_t evicted = table_.sweep(max_visits, cell_idle);
   if (states_.size() > 0) evicted += states_.sweep(max_visits, state_idle);
   stats_.keys_evicted += evicted;
   if (options_.replicated) {
@@ -720,7 +740,7 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
     stats_.counter_keys_forgotten +=
         ledger_.sweep(max_visits, [&](const std::string& key, const Ledger::KeyState& state) {
           if (now - state.changed_us < counter_retention_us(key)) return false;
-          if (const TokenBucket* bucket = table_.find(key)) return bucket_idle(key, *bucket);
+          if (const StateCell* cell = table_.find(key)) return cell_idle(key, *cell);
           if (const RuleState* rule_state = states_.find(key)) return state_idle(key, *rule_state);
           return true;
         });

@@ -219,8 +219,8 @@ class Limiter {
   bool gather(const CheckInput& input, CheckOutput& out);
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
-  KeyTable table_;     // token buckets
-  StateTable states_;  // every other algorithm
+  KeyTable table_;     // token buckets and every other state that fits a StateCell
+  StateTable states_;  // the sliding log's and concurrency's states
   Ledger ledger_;
   LimiterStats stats_;
   // Scratch space reused across checks, so a check does not allocate.

@@ -191,6 +191,63 @@ alg::Replication replication_of(const AlgorithmParams& params) {
   });
 }
 
+bool in_cell(const AlgorithmParams& params) {
+  if (std::holds_alternative<BucketParams>(params)) return true;
+  return visit_algorithm<bool>(params, []<class A>(const typename A::Params&) {
+    return StateCell::kFits<typename A::State>;
+  });
+}
+
+namespace {
+
+// f(state) on the cell as the algorithm's state, for algorithms that fit.
+template <class R, class F>
+R on_cell(const AlgorithmParams& params, F&& f) {
+  return visit_algorithm<R>(params, [&]<class A>(const typename A::Params& p) -> R {
+    if constexpr (StateCell::kFits<typename A::State>) {
+      return f.template operator()<A>(p);
+    } else {
+      assert(false && "this algorithm's state lives in the StateTable");
+      std::abort();
+    }
+  });
+}
+
+}  // namespace
+
+StateCell fresh_cell(const AlgorithmParams& params, TimeUs now) {
+  return on_cell<StateCell>(params, [&]<class A>(const typename A::Params& p) {
+    return StateCell::of(A::fresh(p, now));
+  });
+}
+
+alg::Verdict evaluate_cell(const StateCell& cell, const AlgorithmParams& params, std::int64_t cost,
+                           TimeUs now) {
+  return on_cell<alg::Verdict>(params, [&]<class A>(const typename A::Params& p) {
+    return A::evaluate(cell.as<typename A::State>(), p, cost, now);
+  });
+}
+
+alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t cost,
+                        TimeUs now) {
+  return on_cell<alg::Ticket>(params, [&]<class A>(const typename A::Params& p) {
+    return A::commit(cell.as<typename A::State>(), p, cost, now);
+  });
+}
+
+void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
+                        TimeUs now) {
+  on_cell<void>(params, [&]<class A>(const typename A::Params& p) {
+    A::charge_remote(cell.as<typename A::State>(), p, amount, now);
+  });
+}
+
+bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs now) {
+  return on_cell<bool>(params, [&]<class A>(const typename A::Params& p) {
+    return A::is_idle(cell.as<typename A::State>(), p, now);
+  });
+}
+
 RuleState fresh_state(const AlgorithmParams& params, TimeUs now) {
   return visit_algorithm<RuleState>(params, [&]<class A>(const typename A::Params& p) {
     return RuleState(A::fresh(p, now));

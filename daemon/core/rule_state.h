@@ -2,8 +2,10 @@
 // algorithm calls over it: the one place that turns a rule's configuration
 // (limit, period, burst and AlgorithmOptions) into an algorithm's Params and
 // dispatches evaluate/commit/charge_remote/is_idle to the right algorithm.
-// The token bucket keeps its own compact table (key_table.h) and is not
-// handled here. Pure; not thread-safe.
+// A state lives in one of two places: a StateCell in the KeyTable's packed
+// slots when it is small and plain (in_cell()), else a RuleState in the
+// StateTable (the sliding log and concurrency own memory). The token bucket
+// itself is handled by the Limiter directly. Pure; not thread-safe.
 #pragma once
 
 #include <optional>
@@ -20,6 +22,7 @@
 #include "core/algorithms/smooth_bursty.h"
 #include "core/algorithms/smooth_warming_up.h"
 #include "core/rule.h"
+#include "core/state_cell.h"
 
 namespace rlimit::core {
 
@@ -68,7 +71,22 @@ bool hands_out_waits(const AlgorithmParams& params);
 
 alg::Replication replication_of(const AlgorithmParams& params);
 
-// The calls of algorithm.h, dispatched. `params` must not hold BucketParams,
+// True when the algorithm's state fits a StateCell (the token bucket, the
+// leaky bucket, both windows, GCRA, the smooth limiters).
+bool in_cell(const AlgorithmParams& params);
+
+// The calls of algorithm.h on a state kept in a StateCell; `params` must be
+// in_cell() and not the token bucket's.
+StateCell fresh_cell(const AlgorithmParams& params, TimeUs now);
+alg::Verdict evaluate_cell(const StateCell& cell, const AlgorithmParams& params, std::int64_t cost,
+                           TimeUs now);
+alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t cost,
+                        TimeUs now);
+void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
+                        TimeUs now);
+bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs now);
+
+// The calls of algorithm.h on a state kept in the StateTable. `params` must not hold BucketParams,
 // and `state` must be the one made by fresh() with the same params.
 RuleState fresh_state(const AlgorithmParams& params, TimeUs now);
 alg::Verdict evaluate_state(const RuleState& state, const AlgorithmParams& params,

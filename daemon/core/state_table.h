@@ -1,9 +1,8 @@
-// The table of live keys of rules whose algorithm is not the token bucket
-// (their states differ in size, and two of them hold heap storage), keyed by
-// the same bucket-key bytes as the token buckets' KeyTable. A node-based map:
-// these rules are fewer and their states larger, so the KeyTable's packed
-// 64-byte slots would not pay here (docs/algorithms.md, memory per key). The
-// Limiter bounds the two tables' sizes together. Not thread-safe.
+// The table of live keys whose state does not fit the KeyTable's 24-byte
+// cells because it owns memory (the sliding log, concurrency leases), keyed
+// by the same key bytes. A node-based map: such keys are few and their
+// states large. The Limiter bounds the two tables' sizes together. Not
+// thread-safe.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,7 @@
 #include "core/key_table.h"
 
+#include "core/token_bucket.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -14,17 +16,16 @@ namespace {
 constexpr BucketParams kParams{1, 1'000'000, 1};
 
 // A bucket whose token count names it, to check that the right one comes back.
-TokenBucket bucket_with(std::int64_t tokens) {
-  TokenBucket b = TokenBucket::full({1, 1'000'000, tokens}, 0);
-  return b;
+StateCell bucket_with(std::int64_t tokens) {
+  return StateCell::of(TokenBucket::full({1, 1'000'000, tokens}, 0));
 }
 
 TEST(KeyTableTest, InsertFindAndBound) {
   KeyTable table(2);
   EXPECT_EQ(table.find("a"), nullptr);
-  ASSERT_NE(table.insert("a", TokenBucket::full(kParams, 0)), nullptr);
-  ASSERT_NE(table.insert("b", TokenBucket::full(kParams, 0)), nullptr);
-  EXPECT_EQ(table.insert("c", TokenBucket::full(kParams, 0)), nullptr);  // full
+  ASSERT_NE(table.insert("a", StateCell::of(TokenBucket::full(kParams, 0))), nullptr);
+  ASSERT_NE(table.insert("b", StateCell::of(TokenBucket::full(kParams, 0))), nullptr);
+  EXPECT_EQ(table.insert("c", StateCell::of(TokenBucket::full(kParams, 0))), nullptr);  // full
   EXPECT_NE(table.find("a"), nullptr);
   EXPECT_EQ(table.size(), 2u);
 }
@@ -44,12 +45,12 @@ TEST(KeyTableTest, EraseByKeyKeepsTheRestFindable) {
   for (int i = 0; i < 500; ++i) {
     const std::string key = "k" + std::to_string(i);
     table.prefetch(key);
-    const TokenBucket* b = table.find(key);
+    const StateCell* b = table.find(key);
     if (i % 3 == 0) {
       EXPECT_EQ(b, nullptr) << key;
     } else {
       ASSERT_NE(b, nullptr) << key;
-      EXPECT_EQ(b->tokens(), i);
+      EXPECT_EQ(b->as<TokenBucket>().tokens(), i);
     }
   }
   EXPECT_EQ(table.size(), 500u - 167u);
@@ -59,7 +60,7 @@ TEST(KeyTableTest, DuplicateAndEmptyKeysAreRefused) {
   KeyTable table(10);
   ASSERT_NE(table.insert("a", bucket_with(1)), nullptr);
   EXPECT_EQ(table.insert("a", bucket_with(2)), nullptr);
-  EXPECT_EQ(table.find("a")->tokens(), 1);
+  EXPECT_EQ(table.find("a")->as<TokenBucket>().tokens(), 1);
   EXPECT_EQ(table.insert("", bucket_with(3)), nullptr);
   EXPECT_EQ(table.find(""), nullptr);
   EXPECT_EQ(table.size(), 1u);
@@ -75,13 +76,13 @@ TEST(KeyTableTest, LongKeysLiveOnTheHeapAndAreCounted) {
   ASSERT_NE(table.insert(long_key, bucket_with(2)), nullptr);
   ASSERT_NE(table.insert(longer_key, bucket_with(3)), nullptr);
   EXPECT_EQ(table.memory_bytes(), before + long_key.size() + longer_key.size());
-  EXPECT_EQ(table.find(inline_key)->tokens(), 1);
-  EXPECT_EQ(table.find(long_key)->tokens(), 2);
-  EXPECT_EQ(table.find(longer_key)->tokens(), 3);
+  EXPECT_EQ(table.find(inline_key)->as<TokenBucket>().tokens(), 1);
+  EXPECT_EQ(table.find(long_key)->as<TokenBucket>().tokens(), 2);
+  EXPECT_EQ(table.find(longer_key)->as<TokenBucket>().tokens(), 3);
   // Same prefix, different length: a different key.
   EXPECT_EQ(table.find(std::string(KeyTable::kInlineKeyBytes + 2, 'x')), nullptr);
   // Erasing frees them.
-  table.sweep(100, [](std::string_view key, const TokenBucket&) { return key.size() > 32; });
+  table.sweep(100, [](std::string_view key, const StateCell&) { return key.size() > 32; });
   EXPECT_EQ(table.memory_bytes(), before);
   EXPECT_EQ(table.find(long_key), nullptr);
   EXPECT_NE(table.find(inline_key), nullptr);
@@ -104,9 +105,9 @@ TEST(KeyTableTest, GrowsByHalfAndStaysBetweenSevenTwelfthsAndSevenEighths) {
   }
   EXPECT_GE(growths, 5u);
   for (int i = 0; i < 100'000; ++i) {
-    const TokenBucket* b = table.find("key-" + std::to_string(i));
+    const StateCell* b = table.find("key-" + std::to_string(i));
     ASSERT_NE(b, nullptr) << i;
-    EXPECT_EQ(b->tokens(), i);
+    EXPECT_EQ(b->as<TokenBucket>().tokens(), i);
   }
   EXPECT_EQ(table.memory_bytes(), table.capacity() * 66);
 }
@@ -119,7 +120,7 @@ TEST(KeyTableTest, ReserveMeansNoGrowthForThatManyInserts) {
   table.reserve(3);
   EXPECT_FALSE(table.will_grow(3));
   const std::size_t capacity = table.capacity();
-  TokenBucket* kept = table.find("k0");
+  StateCell* kept = table.find("k0");
   for (int i = 14; i < 17; ++i) table.insert("k" + std::to_string(i), bucket_with(i));
   EXPECT_EQ(table.capacity(), capacity);
   EXPECT_EQ(kept, table.find("k0"));  // did not move
@@ -128,12 +129,12 @@ TEST(KeyTableTest, ReserveMeansNoGrowthForThatManyInserts) {
 TEST(KeyTableTest, SweepVisitsEveryEntryAcrossCalls) {
   KeyTable table(10'000);
   for (int i = 0; i < 1000; ++i)
-    table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
+    table.insert("k" + std::to_string(i), StateCell::of(TokenBucket::full(kParams, 0)));
   std::size_t erased = 0;
   // Evict the even keys; 1000 entries, 100 visits per call: a bounded number
   // of calls must reach all of them.
   for (int call = 0; call < 100 && table.size() > 500; ++call) {
-    erased += table.sweep(100, [](std::string_view key, const TokenBucket&) {
+    erased += table.sweep(100, [](std::string_view key, const StateCell&) {
       return std::stoi(std::string(key.substr(1))) % 2 == 0;
     });
   }
@@ -146,19 +147,19 @@ TEST(KeyTableTest, SweepVisitsEveryEntryAcrossCalls) {
 TEST(KeyTableTest, SweepIsBoundedPerCall) {
   KeyTable table(10'000);
   for (int i = 0; i < 1000; ++i)
-    table.insert("k" + std::to_string(i), TokenBucket::full(kParams, 0));
+    table.insert("k" + std::to_string(i), StateCell::of(TokenBucket::full(kParams, 0)));
   std::size_t visits = 0;
-  table.sweep(10, [&](std::string_view, const TokenBucket&) {
+  table.sweep(10, [&](std::string_view, const StateCell&) {
     ++visits;
     return false;
   });
   EXPECT_EQ(visits, 10u);
   // A sparse table: few entries in many slots still costs a bounded walk.
-  table.sweep(100'000, [](std::string_view key, const TokenBucket&) { return key != "k7"; });
-  table.sweep(100'000, [](std::string_view key, const TokenBucket&) { return key != "k7"; });
+  table.sweep(100'000, [](std::string_view key, const StateCell&) { return key != "k7"; });
+  table.sweep(100'000, [](std::string_view key, const StateCell&) { return key != "k7"; });
   ASSERT_EQ(table.size(), 1u);
   visits = 0;
-  table.sweep(1, [&](std::string_view, const TokenBucket&) {
+  table.sweep(1, [&](std::string_view, const StateCell&) {
     ++visits;
     return false;
   });
@@ -175,7 +176,7 @@ TEST(KeyTableTest, EveryEntryIsVisitedWithinTwoPassesEvenWhileErasing) {
   // Evict every third entry seen, 64 visits per call.
   while (seen.size() < 5000 && calls < 10'000) {
     ++calls;
-    table.sweep(64, [&](std::string_view key, const TokenBucket&) {
+    table.sweep(64, [&](std::string_view key, const StateCell&) {
       const bool first_time = seen.insert(std::string(key)).second;
       return first_time && seen.size() % 3 == 0;
     });
@@ -201,7 +202,7 @@ TEST(KeyTableTest, ChurnThroughTheSweepKeepsProbesShort) {
     const std::string key = "user-" + std::to_string(x % 1'000'000);
     if (table.find(key) != nullptr) continue;
     if (table.size() == kMaxKeys) {
-      table.sweep(64, [](std::string_view, const TokenBucket&) { return true; });
+      table.sweep(64, [](std::string_view, const StateCell&) { return true; });
     }
     ASSERT_NE(table.insert(key, bucket_with(1)), nullptr);
     // A dense region shows as a long run of occupied slots, which every miss
@@ -232,23 +233,23 @@ TEST(KeyTableTest, RandomizedAgainstUnorderedMap) {
       if (op < 5) {
         const std::string key = random_key();
         const auto value = static_cast<std::int64_t>(rng() % 1000);
-        TokenBucket* inserted = table.insert(key, bucket_with(value));
+        StateCell* inserted = table.insert(key, bucket_with(value));
         const bool expect = model.size() < max_keys && model.count(key) == 0;
         ASSERT_EQ(inserted != nullptr, expect) << key;
         if (expect) model[key] = value;
       } else if (op < 9) {
         const std::string key = random_key();
-        const TokenBucket* found = table.find(key);
+        const StateCell* found = table.find(key);
         const auto it = model.find(key);
         ASSERT_EQ(found != nullptr, it != model.end()) << key;
         if (found != nullptr) {
-          ASSERT_EQ(found->tokens(), it->second);
+          ASSERT_EQ(found->as<TokenBucket>().tokens(), it->second);
         }
       } else {
         const std::uint64_t modulus = 2 + rng() % 5;
-        table.sweep(1 + rng() % 200, [&](std::string_view key, const TokenBucket& b) {
-          EXPECT_EQ(model.at(std::string(key)), b.tokens());
-          if (static_cast<std::uint64_t>(b.tokens()) % modulus != 0) return false;
+        table.sweep(1 + rng() % 200, [&](std::string_view key, const StateCell& b) {
+          EXPECT_EQ(model.at(std::string(key)), b.as<TokenBucket>().tokens());
+          if (static_cast<std::uint64_t>(b.as<TokenBucket>().tokens()) % modulus != 0) return false;
           model.erase(std::string(key));
           return true;
         });
@@ -256,9 +257,9 @@ TEST(KeyTableTest, RandomizedAgainstUnorderedMap) {
       ASSERT_EQ(table.size(), model.size());
     }
     for (const auto& [key, value] : model) {
-      const TokenBucket* found = table.find(key);
+      const StateCell* found = table.find(key);
       ASSERT_NE(found, nullptr) << key;
-      EXPECT_EQ(found->tokens(), value);
+      EXPECT_EQ(found->as<TokenBucket>().tokens(), value);
     }
   }
 }
