@@ -98,7 +98,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "max_connections", "max_keys",        "key_table_full",
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
-    "max_response_bytes"};
+    "max_response_bytes", "allow_reset"};
 constexpr std::string_view kClusterKeys[] = {"mode",
                                              "name",
                                              "bind",
@@ -579,6 +579,9 @@ class Loader {
       if (const auto* v = expect<bool>(*node, what("inline_limits"))) {
         out.limiter.allow_inline_limits = v->get();
       }
+    }
+    if (const toml::node* node = daemon.get("allow_reset")) {
+      if (const auto* v = expect<bool>(*node, what("allow_reset"))) out.allow_reset = v->get();
     }
     if (const toml::node* node = daemon.get("sweep_interval")) {
       if (auto us = read_duration(*node, what("sweep_interval"), 1)) out.sweep_interval_us = *us;

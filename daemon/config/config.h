@@ -25,6 +25,7 @@ struct DaemonSettings {
   std::int64_t sweep_interval_us = 100'000;   // how often idle buckets are swept
   std::uint32_t sweep_batch = 10'000;          // entries visited per sweep
   std::int64_t shutdown_grace_us = 2'000'000;  // time to finish in-flight replies
+  bool allow_reset = true;  // clients may send ResetRequest (rlimitctl reset)
   core::LimiterOptions limiter;
 };
 

@@ -25,6 +25,8 @@ struct ShellCounters {
   std::uint64_t check_requests = 0;
   std::uint64_t status_requests = 0;
   std::uint64_t members_requests = 0;
+  std::uint64_t release_requests = 0;  // lease release or extend frames
+  std::uint64_t reset_requests = 0;    // reset frames, refused ones included
   // Bad input and bounds hit (each also answered with an Error or INVALID).
   std::uint64_t unsupported_version = 0;
   std::uint64_t malformed_frames = 0;
@@ -35,17 +37,22 @@ struct ShellCounters {
   std::uint64_t responses_too_large = 0;  // answer above max_frame_bytes: Error sent
   std::uint64_t truncated_frames = 0;     // peer closed mid-frame
   std::uint64_t session_failures = 0;     // a session ended by an exception
+  std::uint64_t leases_malformed = 0;     // lease tokens that did not decode
+  std::uint64_t resets_refused = 0;       // allow_reset = false: Error NOT_ALLOWED
   // Housekeeping.
   std::uint64_t sweeps = 0;
   std::uint64_t reloads = 0;          // SIGHUP reloads that installed new rules
   std::uint64_t reload_failures = 0;  // SIGHUP reloads rejected (old rules kept)
+  // A gauge: the daemon's own CPU use in permille of one core, smoothed,
+  // sampled every sweep (load_meter.h); what elastic rules read.
+  std::uint64_t load_permille = 0;
 };
 
 // Calls f(name, value) for every counter, in declaration order.
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 25 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 30 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -60,6 +67,8 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("check_requests"), c.check_requests);
   f(std::string_view("status_requests"), c.status_requests);
   f(std::string_view("members_requests"), c.members_requests);
+  f(std::string_view("release_requests"), c.release_requests);
+  f(std::string_view("reset_requests"), c.reset_requests);
   f(std::string_view("unsupported_version"), c.unsupported_version);
   f(std::string_view("malformed_frames"), c.malformed_frames);
   f(std::string_view("frames_too_large"), c.frames_too_large);
@@ -69,9 +78,12 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("responses_too_large"), c.responses_too_large);
   f(std::string_view("truncated_frames"), c.truncated_frames);
   f(std::string_view("session_failures"), c.session_failures);
+  f(std::string_view("leases_malformed"), c.leases_malformed);
+  f(std::string_view("resets_refused"), c.resets_refused);
   f(std::string_view("sweeps"), c.sweeps);
   f(std::string_view("reloads"), c.reloads);
   f(std::string_view("reload_failures"), c.reload_failures);
+  f(std::string_view("load_permille"), c.load_permille);
 }
 
 // The peer transports' counters (gossip UDP or mesh TCP): what reached the

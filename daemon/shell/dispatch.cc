@@ -41,7 +41,34 @@ std::string too_big(std::string_view what, std::uint64_t value, std::int64_t max
 // Largest inline period in milliseconds the core accepts.
 constexpr std::uint64_t kMaxPeriodMs = core::kMaxPeriodUs / core::kUsPerMs;
 
+v1::ReleaseResponse::Status to_proto(core::LeaseStatus status) {
+  switch (status) {
+    case core::LeaseStatus::kDone:
+      return v1::ReleaseResponse::DONE;
+    case core::LeaseStatus::kUnknown:
+      return v1::ReleaseResponse::UNKNOWN_LEASE;
+    case core::LeaseStatus::kNotALease:
+      return v1::ReleaseResponse::NOT_A_LEASE;
+  }
+  return v1::ReleaseResponse::NOT_A_LEASE;
+}
+
 }  // namespace
+
+void append_lease_token(std::string& out, std::string_view key, std::uint64_t id) {
+  out.append(key);
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(id >> shift));
+}
+
+bool decode_lease_token(std::string_view token, std::string_view& key, std::uint64_t& id) {
+  if (token.size() <= kLeaseIdBytes) return false;
+  key = token.substr(0, token.size() - kLeaseIdBytes);
+  id = 0;
+  for (std::size_t i = key.size(); i < token.size(); ++i) {
+    id = (id << 8) | static_cast<unsigned char>(token[i]);
+  }
+  return true;
+}
 
 Dispatcher::Dispatcher(core::Limiter& limiter, const config::DaemonSettings& settings,
                        ShellCounters& counters, const StatusContext& status)
@@ -104,6 +131,12 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
       ++counters_.members_requests;
       fill_members(status_, now, *response.mutable_members());
       return {};
+    case v1::Request::kRelease:
+      ++counters_.release_requests;
+      return handle_release(request.release(), now, response);
+    case v1::Request::kReset:
+      ++counters_.reset_requests;
+      return handle_reset(request.reset(), response);
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -111,7 +144,8 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
   // meant, so its later frames are suspect too.
   ++counters_.unknown_message_types;
   return set_error(response, v1::Error::UNKNOWN_MESSAGE_TYPE,
-                   "the request has no body this daemon knows (expected check, status or members)",
+                   "the request has no body this daemon knows (expected check, status, members, "
+                   "release or reset)",
                    /*close=*/true);
 }
 
@@ -141,6 +175,9 @@ Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
       fields.inline_period_ms = limit.period_ms();
       fields.inline_burst = limit.burst();
     }
+    fields.mode = static_cast<std::int32_t>(check.mode());
+    fields.has_max_wait_us = check.has_max_wait_us();
+    fields.max_wait_us = check.max_wait_us();
     descriptors_.clear();
     for (const v1::Descriptor& d : check.descriptors()) {
       descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
@@ -151,7 +188,9 @@ Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
     result.set_allowed(output_.allowed);
     result.set_status(to_proto(output_.status));
     if (!output_.error.empty()) result.set_error(output_.error);
-    for (const core::RuleVerdict& verdict : output_.rules) {
+    result.set_delay_us(output_.delay_us);
+    for (std::size_t i = 0; i < output_.rules.size(); ++i) {
+      const core::RuleVerdict& verdict = output_.rules[i];
       v1::RuleResult* rule = result.add_rules();
       rule->set_name(verdict.name.data(), verdict.name.size());
       rule->set_allowed(verdict.allowed);
@@ -161,7 +200,70 @@ Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
       rule->set_remaining(static_cast<std::uint64_t>(std::max<std::int64_t>(0, verdict.remaining)));
       rule->set_retry_after_us(verdict.retry_after_us);
       rule->set_reset_after_us(verdict.reset_after_us);
+      rule->set_algorithm(core::algorithm_name(verdict.algorithm));
+      rule->set_delay_us(verdict.delay_us);
+      if (!leases_[i].empty()) rule->set_lease(leases_[i].data(), leases_[i].size());
+      rule->set_over_limit(verdict.over_limit);
     }
+  }
+  return {};
+}
+
+Outcome Dispatcher::handle_release(const v1::ReleaseRequest& body, core::TimeUs now,
+                                   v1::Response& response) {
+  // Each lease costs about what a check does: the same bound.
+  const auto count = static_cast<std::size_t>(body.leases_size());
+  if (count > settings_.max_checks_per_frame) {
+    ++counters_.too_many_checks;
+    return set_error(response, v1::Error::TOO_MANY_CHECKS,
+                     std::to_string(count) + " leases in one frame; max_checks_per_frame is " +
+                         std::to_string(settings_.max_checks_per_frame),
+                     /*close=*/false);
+  }
+  v1::ReleaseResponse* out = response.mutable_release();
+  for (const std::string& token : body.leases()) {
+    std::string_view key;
+    std::uint64_t id = 0;
+    if (!decode_lease_token(token, key, id)) {
+      ++counters_.leases_malformed;
+      out->add_statuses(v1::ReleaseResponse::MALFORMED_LEASE);
+      continue;
+    }
+    out->add_statuses(to_proto(limiter_.release_lease(key, id, body.extend(), now)));
+  }
+  return {};
+}
+
+Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, v1::Response& response) {
+  if (!settings_.allow_reset) {
+    ++counters_.resets_refused;
+    return set_error(response, v1::Error::NOT_ALLOWED,
+                     "reset is disabled on this daemon (allow_reset = false)", /*close=*/false);
+  }
+  CheckFields fields;
+  fields.has_inline_limit = body.has_inline_limit();
+  if (fields.has_inline_limit) {
+    const v1::InlineLimit& limit = body.inline_limit();
+    fields.inline_key = limit.key();
+    fields.inline_limit = limit.limit();
+    fields.inline_period_ms = limit.period_ms();
+    fields.inline_burst = limit.burst();
+  }
+  descriptors_.clear();
+  for (const v1::Descriptor& d : body.descriptors()) {
+    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
+  }
+  core::CheckInput input;
+  std::size_t existed = 0;
+  if (make_input(fields, input)) existed = limiter_.reset(input, output_);
+  if (output_.status == core::CheckStatus::kInvalid) {
+    return set_error(response, v1::Error::INVALID_REQUEST, "reset: " + output_.error,
+                     /*close=*/false);
+  }
+  v1::ResetResponse* out = response.mutable_reset();
+  out->set_keys_reset(existed);
+  for (const core::RuleVerdict& verdict : output_.rules) {
+    out->add_rules(verdict.name.data(), verdict.name.size());
   }
   return {};
 }
@@ -185,6 +287,9 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
     fields.inline_limit = check.inline_limit.limit;
     fields.inline_period_ms = check.inline_limit.period_ms;
     fields.inline_burst = check.inline_limit.burst;
+    fields.mode = check.mode;
+    fields.has_max_wait_us = check.has_max_wait_us;
+    fields.max_wait_us = check.max_wait_us;
     descriptors_.clear();
     for (std::uint32_t i = 0; i < check.descriptor_count; ++i) {
       const wire::DescriptorView& d = request_view_.descriptors[check.first_descriptor + i];
@@ -193,7 +298,8 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
     decide(fields, now);
 
     rule_views_.clear();
-    for (const core::RuleVerdict& verdict : output_.rules) {
+    for (std::size_t i = 0; i < output_.rules.size(); ++i) {
+      const core::RuleVerdict& verdict = output_.rules[i];
       rule_views_.push_back(wire::RuleResultView{
           .name = verdict.name,
           .allowed = verdict.allowed,
@@ -202,10 +308,14 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
           .burst = static_cast<std::uint64_t>(verdict.params.burst),
           .remaining = static_cast<std::uint64_t>(std::max<std::int64_t>(0, verdict.remaining)),
           .retry_after_us = verdict.retry_after_us,
-          .reset_after_us = verdict.reset_after_us});
+          .reset_after_us = verdict.reset_after_us,
+          .algorithm = core::algorithm_name(verdict.algorithm),
+          .delay_us = verdict.delay_us,
+          .lease = leases_[i],
+          .over_limit = verdict.over_limit});
     }
     writer_.add_result(output_.allowed, to_proto(output_.status), output_.error, rule_views_.data(),
-                       rule_views_.size());
+                       rule_views_.size(), output_.delay_us);
   }
   outcome = {};
   const std::size_t bytes = writer_.payload_bytes();
@@ -229,17 +339,41 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
   return true;
 }
 
-void Dispatcher::set_invalid(std::string message) {
+bool Dispatcher::set_invalid(std::string message) {
   ++counters_.invalid_checks;
   output_.clear();
   output_.allowed = false;
   output_.status = core::CheckStatus::kInvalid;
   output_.error = std::move(message);
+  return false;
 }
 
 void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
   core::CheckInput input;
+  if (make_input(check, input)) limiter_.check(input, now, output_);
+  make_lease_tokens();
+}
 
+void Dispatcher::make_lease_tokens() {
+  lease_tokens_.clear();
+  leases_.assign(output_.rules.size(), std::string_view());
+  // Tokens are written first and viewed after, as the buffer may move.
+  for (const core::RuleVerdict& verdict : output_.rules) {
+    if (verdict.lease != core::alg::kNoTicket) {
+      append_lease_token(lease_tokens_, verdict.key, verdict.lease);
+    }
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < output_.rules.size(); ++i) {
+    const core::RuleVerdict& verdict = output_.rules[i];
+    if (verdict.lease == core::alg::kNoTicket) continue;
+    const std::size_t bytes = verdict.key.size() + kLeaseIdBytes;
+    leases_[i] = std::string_view(lease_tokens_).substr(at, bytes);
+    at += bytes;
+  }
+}
+
+bool Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
   // Values that do not fit the core's types are refused here (this check is
   // INVALID, the others in the frame proceed); the core validates the rest.
   if (check.has_cost) {
@@ -281,8 +415,27 @@ void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
     }
   }
 
+  switch (check.mode) {
+    case v1::Check::CHECK:
+      input.mode = core::CheckMode::kCheck;
+      break;
+    case v1::Check::PEEK:
+      input.mode = core::CheckMode::kPeek;
+      break;
+    case v1::Check::RESERVE:
+      input.mode = core::CheckMode::kReserve;
+      break;
+    default:
+      return set_invalid("mode " + std::to_string(check.mode) +
+                         " is not one this daemon knows (CHECK, PEEK, RESERVE)");
+  }
+  // Unset: no bound from the caller (the core's -1). The core checks the range.
+  if (check.has_max_wait_us) input.max_wait_us = check.max_wait_us;
+  input.load_permille = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(counters_.load_permille, static_cast<std::uint64_t>(INT64_MAX)));
+
   input.descriptors = descriptors_;
-  limiter_.check(input, now, output_);
+  return true;
 }
 
 bool Dispatcher::append_response(v1::Response& response, std::string& out) {

@@ -25,9 +25,19 @@ class Check;
 class CheckResult;
 class CheckRequest;
 class CheckResponse;
+class ReleaseRequest;
+class ResetRequest;
 }  // namespace rlimit::v1
 
 namespace rlimit::shell {
+
+// A concurrency lease as the client holds it (RuleResult.lease): the key's
+// bytes followed by the lease id, 8 bytes big-endian, so a release needs
+// nothing else.
+inline constexpr std::size_t kLeaseIdBytes = 8;
+void append_lease_token(std::string& out, std::string_view key, std::uint64_t id);
+// False when `token` cannot be one (no key before the id).
+bool decode_lease_token(std::string_view token, std::string_view& key, std::uint64_t& id);
 
 class Dispatcher {
  public:
@@ -82,13 +92,26 @@ class Dispatcher {
     std::uint64_t inline_limit = 0;
     std::uint64_t inline_period_ms = 0;
     std::uint64_t inline_burst = 0;
+    std::int32_t mode = 0;  // rlimit.v1.Check.Mode
+    bool has_max_wait_us = false;
+    std::int64_t max_wait_us = 0;
   };
 
   Outcome handle_check(const v1::CheckRequest& body, core::TimeUs now, v1::Response& response);
+  Outcome handle_release(const v1::ReleaseRequest& body, core::TimeUs now,
+                         v1::Response& response);
+  Outcome handle_reset(const v1::ResetRequest& body, v1::Response& response);
+  // Fills `input` from `check` (descriptors from descriptors_). False, with
+  // output_ the INVALID answer, when the check's values do not fit the
+  // core's types.
+  bool make_input(const CheckFields& check, core::CheckInput& input);
   // Decides one check into output_ (an INVALID output when the check's values
   // do not fit the core's types).
   void decide(const CheckFields& check, core::TimeUs now);
-  void set_invalid(std::string message);
+  // output_.rules[i]'s lease token, or empty; valid until the next decide().
+  void make_lease_tokens();
+  // Makes output_ an INVALID answer; returns false.
+  bool set_invalid(std::string message);
   Outcome too_many_checks(std::size_t count, v1::Response& response);
   // Clears `response`, keeping its CheckResponse's allocations for reuse.
   void recycle(v1::Response& response);
@@ -106,6 +129,8 @@ class Dispatcher {
   wire::CheckRequestView request_view_;
   wire::CheckResponseWriter writer_;
   std::vector<wire::RuleResultView> rule_views_;
+  std::string lease_tokens_;               // every token of output_, back to back
+  std::vector<std::string_view> leases_;   // one per output_.rules entry
 };
 
 }  // namespace rlimit::shell

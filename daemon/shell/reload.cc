@@ -42,6 +42,7 @@ SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
   live("sweep_batch", next.sweep_batch, loaded.sweep_batch);
   live("shutdown_grace_us", next.shutdown_grace_us, loaded.shutdown_grace_us);
   live("max_keys", next.limiter.max_keys, loaded.limiter.max_keys);
+  live("allow_reset", next.allow_reset, loaded.allow_reset);
 
   restart("node_id", next.node_id, loaded.node_id);
   restart("socket_path", next.socket_path, loaded.socket_path);

@@ -29,6 +29,7 @@
 #include "shell/cluster_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
+#include "shell/load_meter.h"
 #include "shell/logging.h"
 #include "shell/reload.h"
 #include "shell/session.h"
@@ -103,6 +104,7 @@ class Server {
   const std::string config_path_;
   const SettingOverrides overrides_;
   ShellCounters counters_;
+  LoadMeter load_meter_;
   StatusContext status_;
   core::Limiter limiter_;
   Dispatcher dispatcher_;
@@ -264,7 +266,11 @@ asio::awaitable<void> Server::sweep_loop() {
     auto [error] = co_await sweep_timer_.async_wait(as_tuple(use_awaitable));
     if (error || shutting_down_) break;
     ++counters_.sweeps;
-    limiter_.sweep(steady_now_us(), settings_.sweep_batch);
+    const core::TimeUs now = steady_now_us();
+    // Elastic rules read it from here (the dispatcher passes it with every check).
+    counters_.load_permille =
+        static_cast<std::uint64_t>(load_meter_.sample(now, process_cpu_us()));
+    limiter_.sweep(now, settings_.sweep_batch);
   }
 }
 

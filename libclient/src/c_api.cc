@@ -1,10 +1,14 @@
 // The C ABI over rlimit::Client. Every entry point catches everything: no C++
 // exception may unwind into C code.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "rlimit/client.h"
 #include "rlimit/rlimit.h"
@@ -15,6 +19,10 @@ struct rlimit_client {
   rlimit::Client client;
   // Reused across calls so the descriptor strings keep their capacity.
   rlimit::CheckRequest scratch;
+};
+
+struct rlimit_leases {
+  std::vector<std::string> tokens;
 };
 
 namespace {
@@ -82,9 +90,21 @@ void fill_decision(const rlimit::Decision& decision, rlimit_decision_t* out,
   }
 }
 
+// What a call asks beyond rlimit_check(): the mode, and where its extra
+// answers go.
+struct CallExtras {
+  rlimit::CheckMode mode = rlimit::CheckMode::kCheck;
+  std::int64_t max_wait_us = -1;
+  bool acquire = false;  // sleep the delay
+  std::int64_t* delay_us = nullptr;
+  rlimit_leases_t** leases = nullptr;
+};
+
 int check_impl(rlimit_client_t* client, const rlimit_descriptor_t* descs, std::size_t n,
                std::uint64_t cost, rlimit_decision_t* out, rlimit_rule_status_t* rules,
-               std::size_t rules_capacity) {
+               std::size_t rules_capacity, const CallExtras& extras = {}) {
+  if (extras.delay_us != nullptr) *extras.delay_us = 0;
+  if (extras.leases != nullptr) *extras.leases = nullptr;
   const auto invalid = [&](const char* why) {
     fill_failure(out, false, RLIMIT_STATUS_INVALID, why);
     return RLIMIT_ERR_INVALID_ARGUMENT;
@@ -108,7 +128,17 @@ int check_impl(rlimit_client_t* client, const rlimit_descriptor_t* descs, std::s
     }
     request.cost = cost;
     request.inline_limit.reset();
-    fill_decision(client->client.check(request), out, rules, rules_capacity);
+    request.mode = extras.mode;
+    request.max_wait.reset();
+    if (extras.max_wait_us >= 0) request.max_wait = std::chrono::microseconds(extras.max_wait_us);
+    const rlimit::Decision decision = extras.acquire ? client->client.acquire(request)
+                                                     : client->client.check(request);
+    if (extras.leases != nullptr) {
+      std::vector<std::string> tokens = decision.leases();
+      if (!tokens.empty()) *extras.leases = new rlimit_leases{std::move(tokens)};
+    }
+    if (extras.delay_us != nullptr && decision.allowed) *extras.delay_us = decision.delay_us;
+    fill_decision(decision, out, rules, rules_capacity);
     return RLIMIT_OK;
   } catch (const std::bad_alloc&) {
     fill_failure(out, fail_open, RLIMIT_STATUS_UNAVAILABLE, "out of memory");
@@ -117,6 +147,35 @@ int check_impl(rlimit_client_t* client, const rlimit_descriptor_t* descs, std::s
     fill_failure(out, fail_open, RLIMIT_STATUS_UNAVAILABLE, "internal error");
     return RLIMIT_ERR_INTERNAL;
   }
+}
+
+int release_impl(rlimit_client_t* client, const rlimit_leases_t* leases, bool extend,
+                 std::size_t* done) {
+  if (done != nullptr) *done = 0;
+  if (client == nullptr) return RLIMIT_ERR_INVALID_ARGUMENT;
+  if (leases == nullptr || leases->tokens.empty()) return RLIMIT_OK;
+  try {
+    std::string error;
+    const std::vector<rlimit::LeaseStatus> statuses =
+        client->client.release_leases(leases->tokens, extend, &error);
+    if (!error.empty()) return RLIMIT_ERR_DAEMON;
+    if (done != nullptr) {
+      *done = static_cast<std::size_t>(
+          std::count(statuses.begin(), statuses.end(), rlimit::LeaseStatus::kDone));
+    }
+    return RLIMIT_OK;
+  } catch (const std::bad_alloc&) {
+    return RLIMIT_ERR_NO_MEMORY;
+  } catch (...) {
+    return RLIMIT_ERR_INTERNAL;
+  }
+}
+
+void copy_error(char* dst, std::size_t bytes, std::string_view src) {
+  if (dst == nullptr || bytes == 0) return;
+  const std::size_t n = std::min(src.size(), bytes - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
 }
 
 }  // namespace
@@ -164,6 +223,90 @@ int rlimit_check_detailed(rlimit_client_t* client, const rlimit_descriptor_t* de
                           uint64_t cost, rlimit_decision_t* out, rlimit_rule_status_t* rules,
                           size_t rules_capacity) {
   return check_impl(client, descs, n, cost, out, rules, rules_capacity);
+}
+
+int rlimit_peek(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n, uint64_t cost,
+                rlimit_decision_t* out) {
+  return check_impl(client, descs, n, cost, out, nullptr, 0, {.mode = rlimit::CheckMode::kPeek});
+}
+
+int rlimit_check_leased(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                        uint64_t cost, rlimit_decision_t* out, rlimit_leases_t** leases) {
+  return check_impl(client, descs, n, cost, out, nullptr, 0, {.leases = leases});
+}
+
+int rlimit_reserve(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                   uint64_t cost, int64_t max_wait_us, rlimit_decision_t* out, int64_t* delay_us,
+                   rlimit_leases_t** leases) {
+  return check_impl(client, descs, n, cost, out, nullptr, 0,
+                    {.mode = rlimit::CheckMode::kReserve,
+                     .max_wait_us = max_wait_us,
+                     .delay_us = delay_us,
+                     .leases = leases});
+}
+
+int rlimit_acquire(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                   uint64_t cost, int64_t max_wait_us, rlimit_decision_t* out, int64_t* delay_us,
+                   rlimit_leases_t** leases) {
+  return check_impl(client, descs, n, cost, out, nullptr, 0,
+                    {.mode = rlimit::CheckMode::kReserve,
+                     .max_wait_us = max_wait_us,
+                     .acquire = true,
+                     .delay_us = delay_us,
+                     .leases = leases});
+}
+
+int rlimit_release(rlimit_client_t* client, const rlimit_leases_t* leases, size_t* released) {
+  return release_impl(client, leases, /*extend=*/false, released);
+}
+
+int rlimit_extend(rlimit_client_t* client, const rlimit_leases_t* leases, size_t* extended) {
+  return release_impl(client, leases, /*extend=*/true, extended);
+}
+
+size_t rlimit_leases_count(const rlimit_leases_t* leases) {
+  return leases == nullptr ? 0 : leases->tokens.size();
+}
+
+void rlimit_leases_free(rlimit_leases_t* leases) { delete leases; }
+
+int rlimit_reset(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                 uint64_t* keys_reset, char* error, size_t error_bytes) {
+  if (keys_reset != nullptr) *keys_reset = 0;
+  copy_error(error, error_bytes, "");
+  const auto invalid = [&](const char* why) {
+    copy_error(error, error_bytes, why);
+    return RLIMIT_ERR_INVALID_ARGUMENT;
+  };
+  if (client == nullptr) return invalid("client is NULL");
+  if (descs == nullptr && n > 0) return invalid("descs is NULL");
+  for (std::size_t i = 0; i < n; ++i) {
+    if (descs[i].key == nullptr || descs[i].value == nullptr) {
+      return invalid("descriptor key or value is NULL");
+    }
+  }
+  try {
+    rlimit::CheckRequest request;
+    request.descriptors.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      request.descriptors[i].key.assign(descs[i].key);
+      request.descriptors[i].value.assign(descs[i].value);
+    }
+    std::string why;
+    const std::optional<rlimit::ResetResult> result = client->client.reset(request, &why);
+    if (!result) {
+      copy_error(error, error_bytes, why);
+      return RLIMIT_ERR_DAEMON;
+    }
+    if (keys_reset != nullptr) *keys_reset = result->keys_reset;
+    return RLIMIT_OK;
+  } catch (const std::bad_alloc&) {
+    copy_error(error, error_bytes, "out of memory");
+    return RLIMIT_ERR_NO_MEMORY;
+  } catch (...) {
+    copy_error(error, error_bytes, "internal error");
+    return RLIMIT_ERR_INTERNAL;
+  }
 }
 
 const char* rlimit_status_string(rlimit_status_t status) {

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "rlimit/v1/client.pb.h"
@@ -86,7 +87,12 @@ void decode_result(const pb::CheckResult& result, Decision& out) {
     s.remaining = r.remaining();
     s.retry_after_us = r.retry_after_us();
     s.reset_after_us = r.reset_after_us();
+    s.algorithm = r.algorithm();
+    s.delay_us = r.delay_us();
+    s.lease = r.lease();
+    s.over_limit = r.over_limit();
   }
+  out.delay_us = result.delay_us();
 }
 
 void decode_result(const wire::CheckResponseView& response, const wire::CheckResultView& result,
@@ -106,6 +112,38 @@ void decode_result(const wire::CheckResponseView& response, const wire::CheckRes
     s.remaining = r.remaining;
     s.retry_after_us = r.retry_after_us;
     s.reset_after_us = r.reset_after_us;
+    s.algorithm.assign(r.algorithm);
+    s.delay_us = r.delay_us;
+    s.lease.assign(r.lease);
+    s.over_limit = r.over_limit;
+  }
+  out.delay_us = result.delay_us;
+}
+
+pb::Check::Mode to_proto(CheckMode mode) {
+  switch (mode) {
+    case CheckMode::kPeek:
+      return pb::Check::PEEK;
+    case CheckMode::kReserve:
+      return pb::Check::RESERVE;
+    case CheckMode::kCheck:
+      break;
+  }
+  return pb::Check::CHECK;
+}
+
+LeaseStatus map_lease_status(int status) {
+  switch (status) {
+    case pb::ReleaseResponse::DONE:
+      return LeaseStatus::kDone;
+    case pb::ReleaseResponse::UNKNOWN_LEASE:
+      return LeaseStatus::kUnknown;
+    case pb::ReleaseResponse::NOT_A_LEASE:
+      return LeaseStatus::kNotALease;
+    case pb::ReleaseResponse::MALFORMED_LEASE:
+      return LeaseStatus::kMalformed;
+    default:
+      return LeaseStatus::kFailed;  // a status newer than this client
   }
 }
 
@@ -121,10 +159,17 @@ std::string describe_error(const pb::Error& error) {
   return text;
 }
 
+// A check's mode and longest wait, as sent.
+struct CheckOptions {
+  CheckMode mode = CheckMode::kCheck;
+  std::optional<std::chrono::microseconds> max_wait;
+};
+
 // Checks go out through the hand-written encoder (wire/check_codec.h): the
 // same bytes protobuf would write, without building a message per call.
 void write_check(std::span<const Descriptor> descriptors, std::uint64_t cost,
-                 const InlineLimit* inline_limit, wire::CheckRequestWriter& writer) {
+                 const InlineLimit* inline_limit, const CheckOptions& options,
+                 wire::CheckRequestWriter& writer) {
   writer.begin_check();
   for (const Descriptor& d : descriptors) writer.add_descriptor(d.key, d.value);
   // Unset means 1 on the wire; leaving it out keeps the common frame small.
@@ -133,12 +178,24 @@ void write_check(std::span<const Descriptor> descriptors, std::uint64_t cost,
     writer.set_inline_limit(inline_limit->key, inline_limit->limit, inline_limit->period_ms,
                             inline_limit->burst);
   }
+  writer.set_mode(to_proto(options.mode));
+  if (options.max_wait) writer.set_max_wait_us(options.max_wait->count());
   writer.end_check();
 }
 
 void write_check(const CheckRequest& request, wire::CheckRequestWriter& writer) {
   write_check(request.descriptors, request.cost,
-              request.inline_limit ? &*request.inline_limit : nullptr, writer);
+              request.inline_limit ? &*request.inline_limit : nullptr,
+              CheckOptions{request.mode, request.max_wait}, writer);
+}
+
+void fill_descriptors(std::span<const Descriptor> descriptors,
+                      google::protobuf::RepeatedPtrField<pb::Descriptor>& out) {
+  for (const Descriptor& d : descriptors) {
+    pb::Descriptor* descriptor = out.Add();
+    descriptor->set_key(d.key);
+    descriptor->set_value(d.value);
+  }
 }
 
 std::string errno_text(const char* what, int err) {
@@ -166,6 +223,34 @@ const char* to_string(DecisionStatus status) {
       return "protocol_error";
   }
   return "unknown";
+}
+
+const char* to_string(LeaseStatus status) {
+  switch (status) {
+    case LeaseStatus::kDone:
+      return "done";
+    case LeaseStatus::kUnknown:
+      return "unknown";
+    case LeaseStatus::kNotALease:
+      return "not_a_lease";
+    case LeaseStatus::kMalformed:
+      return "malformed";
+    case LeaseStatus::kFailed:
+      return "failed";
+  }
+  return "failed";
+}
+
+std::vector<std::string> Decision::leases() const {
+  std::vector<std::string> tokens;
+  for (const RuleStatus& rule : rules) {
+    if (!rule.lease.empty()) tokens.push_back(rule.lease);
+  }
+  return tokens;
+}
+
+bool Decision::over_limit() const {
+  return std::any_of(rules.begin(), rules.end(), [](const RuleStatus& r) { return r.over_limit; });
 }
 
 std::int64_t Decision::retry_after_us() const {
@@ -713,12 +798,12 @@ struct Client::Impl {
   }
 
   Decision check_one(std::span<const Descriptor> descriptors, std::uint64_t cost,
-                     const InlineLimit* inline_limit) {
+                     const InlineLimit* inline_limit, const CheckOptions& check_options = {}) {
     Failure failure;
     const bool ok = round_trip(
         [&](std::uint64_t id) {
           return queue_checks(Kind::kSync, id, [&](wire::CheckRequestWriter& w) {
-            write_check(descriptors, cost, inline_limit, w);
+            write_check(descriptors, cost, inline_limit, check_options, w);
           });
         },
         failure);
@@ -777,7 +862,113 @@ Decision Client::check(std::initializer_list<Descriptor> descriptors, std::uint6
 
 Decision Client::check(const CheckRequest& request) {
   return impl_->check_one(request.descriptors, request.cost,
-                          request.inline_limit ? &*request.inline_limit : nullptr);
+                          request.inline_limit ? &*request.inline_limit : nullptr,
+                          {request.mode, request.max_wait});
+}
+
+Decision Client::peek(const CheckRequest& request) {
+  return impl_->check_one(request.descriptors, request.cost,
+                          request.inline_limit ? &*request.inline_limit : nullptr,
+                          {CheckMode::kPeek, request.max_wait});
+}
+
+Decision Client::reserve(const CheckRequest& request,
+                         std::optional<std::chrono::microseconds> max_wait) {
+  return impl_->check_one(request.descriptors, request.cost,
+                          request.inline_limit ? &*request.inline_limit : nullptr,
+                          {CheckMode::kReserve, max_wait ? max_wait : request.max_wait});
+}
+
+Decision Client::acquire(const CheckRequest& request,
+                         std::optional<std::chrono::microseconds> max_wait) {
+  Decision decision = reserve(request, max_wait);
+  // Only a daemon's allowance carries a wait; a fail-open answer has none.
+  if (decision.allowed && decision.delay_us > 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(decision.delay_us));
+  }
+  return decision;
+}
+
+LeaseStatus Client::release(std::string_view lease, std::string* error) {
+  const std::string token(lease);
+  return release_leases(std::span(&token, 1), /*extend=*/false, error).front();
+}
+
+LeaseStatus Client::extend(std::string_view lease, std::string* error) {
+  const std::string token(lease);
+  return release_leases(std::span(&token, 1), /*extend=*/true, error).front();
+}
+
+std::vector<LeaseStatus> Client::release_leases(std::span<const std::string> leases, bool extend,
+                                                std::string* error) {
+  std::vector<LeaseStatus> statuses(leases.size(), LeaseStatus::kFailed);
+  if (leases.empty()) return statuses;
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response = impl.round_trip_message(
+      [&](v1::Request& r) {
+        v1::ReleaseRequest* body = r.mutable_release();
+        for (const std::string& lease : leases) body->add_leases(lease);
+        body->set_extend(extend);
+      },
+      failure);
+  std::string problem;
+  if (response == nullptr) {
+    problem = std::move(failure.message);
+  } else if (response->has_error()) {
+    problem = describe_error(response->error());
+  } else if (!response->has_release() ||
+             static_cast<std::size_t>(response->release().statuses_size()) != leases.size()) {
+    problem = "reply to a release carries no status per lease";
+  } else {
+    for (std::size_t i = 0; i < leases.size(); ++i) {
+      statuses[i] = map_lease_status(response->release().statuses(static_cast<int>(i)));
+    }
+  }
+  if (error != nullptr) *error = std::move(problem);
+  return statuses;
+}
+
+std::optional<ResetResult> Client::reset(const CheckRequest& request, std::string* error) {
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response = impl.round_trip_message(
+      [&](v1::Request& r) {
+        v1::ResetRequest* body = r.mutable_reset();
+        fill_descriptors(request.descriptors, *body->mutable_descriptors());
+        if (request.inline_limit) {
+          v1::InlineLimit* limit = body->mutable_inline_limit();
+          limit->set_key(request.inline_limit->key);
+          limit->set_limit(request.inline_limit->limit);
+          limit->set_period_ms(request.inline_limit->period_ms);
+          limit->set_burst(request.inline_limit->burst);
+        }
+      },
+      failure);
+  if (response == nullptr) {
+    if (error != nullptr) *error = std::move(failure.message);
+    return std::nullopt;
+  }
+  if (response->has_error()) {
+    if (error != nullptr) *error = describe_error(response->error());
+    return std::nullopt;
+  }
+  if (!response->has_reset()) {
+    if (error != nullptr) *error = "reply to a reset carries no reset result";
+    return std::nullopt;
+  }
+  ResetResult result;
+  result.keys_reset = response->reset().keys_reset();
+  result.rules.assign(response->reset().rules().begin(), response->reset().rules().end());
+  if (error != nullptr) error->clear();
+  return result;
+}
+
+std::optional<ResetResult> Client::reset(std::span<const Descriptor> descriptors,
+                                         std::string* error) {
+  CheckRequest request;
+  request.descriptors.assign(descriptors.begin(), descriptors.end());
+  return reset(request, error);
 }
 
 std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests) {

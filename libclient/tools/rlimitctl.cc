@@ -1,14 +1,23 @@
 // rlimitctl: inspect a running rlimitd from the command line.
 //
 //   rlimitctl [--socket PATH] [--timeout-ms N] check key=value... [--cost N] [--json]
+//   rlimitctl ... peek key=value... [--cost N] [--json]
+//   rlimitctl ... reserve key=value... [--cost N] [--max-wait-us N] [--json]
+//   rlimitctl ... acquire key=value... [--cost N] [--max-wait-us N] [--json]
+//   rlimitctl ... release LEASE... [--extend] [--json]
+//   rlimitctl ... reset key=value... [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] status [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] members [--json]
 //
-// Exit codes (scripts rely on them): 0 allowed / ok, 1 denied, 2 usage error
-// (including a check the daemon rejected as invalid), 3 daemon unavailable or
-// answering with a protocol error.
+// Exit codes (scripts rely on them): 0 allowed / ok, 1 denied (release: some
+// lease was not released), 2 usage error (including a check or reset the
+// daemon rejected as invalid), 3 daemon unavailable or answering with a
+// protocol error (reset: also a daemon with allow_reset = false).
+//
+// Lease tokens are bytes; rlimitctl prints and reads them as hex.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -59,6 +68,36 @@ std::optional<rlimit::Descriptor> parse_descriptor(const std::string& text) {
   return rlimit::Descriptor{text.substr(0, eq), text.substr(eq + 1)};
 }
 
+std::string to_hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    hex.push_back(kDigits[b >> 4]);
+    hex.push_back(kDigits[b & 15]);
+  }
+  return hex;
+}
+
+std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.empty() || hex.size() % 2 != 0) return std::nullopt;
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string bytes;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]);
+    const int lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    bytes.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return bytes;
+}
+
 int exit_code_for(const rlimit::Decision& decision) {
   switch (decision.status) {
     case rlimit::DecisionStatus::kUnavailable:
@@ -76,7 +115,8 @@ void print_check_json(const rlimit::Decision& d) {
   json.begin_object()
       .field("allowed", d.allowed)
       .field("status", rlimit::to_string(d.status))
-      .field("retry_after_us", d.retry_after_us());
+      .field("retry_after_us", d.retry_after_us())
+      .field("delay_us", d.delay_us);
   if (!d.error.empty()) json.field("error", d.error);
   json.key("rules").begin_array();
   for (const rlimit::RuleStatus& r : d.rules) {
@@ -89,6 +129,10 @@ void print_check_json(const rlimit::Decision& d) {
         .field("remaining", r.remaining)
         .field("retry_after_us", r.retry_after_us)
         .field("reset_after_us", r.reset_after_us)
+        .field("algorithm", r.algorithm)
+        .field("delay_us", r.delay_us)
+        .field("lease", to_hex(r.lease))
+        .field("over_limit", r.over_limit)
         .end_object();
   }
   json.end_array().end_object();
@@ -101,26 +145,38 @@ void print_check_text(const rlimit::Decision& d) {
   if (!d.allowed && d.retry_after_us() != 0) {
     std::cout << ", retry after " << format_duration_us(d.retry_after_us());
   }
+  if (d.allowed && d.delay_us > 0) std::cout << ", proceed after " << format_duration_us(d.delay_us);
   std::cout << '\n';
   if (!d.error.empty()) std::cout << "error: " << d.error << '\n';
   if (d.rules.empty()) {
     if (d.status == rlimit::DecisionStatus::kOk) std::cout << "no rule matched\n";
     return;
   }
-  TextTable table({"RULE", "ALLOWED", "LIMIT", "BURST", "REMAINING", "RETRY AFTER", "RESET AFTER"});
-  for (std::size_t c : {3, 4, 5, 6}) table.align_right(c);
+  TextTable table({"RULE", "ALGORITHM", "ALLOWED", "LIMIT", "BURST", "REMAINING", "RETRY AFTER",
+                   "RESET AFTER", "DELAY"});
+  for (std::size_t c : {4, 5, 6, 7, 8}) table.align_right(c);
   for (const rlimit::RuleStatus& r : d.rules) {
-    table.add_row({r.name, r.allowed ? "yes" : "no", format_rate(r.limit, r.period_ms),
-                   std::to_string(r.burst), std::to_string(r.remaining),
-                   format_duration_us(r.retry_after_us), format_duration_us(r.reset_after_us)});
+    const std::string allowed =
+        r.allowed ? (r.over_limit ? "yes (over limit)" : "yes") : "no";
+    table.add_row({r.name, r.algorithm.empty() ? "-" : r.algorithm, allowed,
+                   format_rate(r.limit, r.period_ms), std::to_string(r.burst),
+                   std::to_string(r.remaining), format_duration_us(r.retry_after_us),
+                   format_duration_us(r.reset_after_us), format_duration_us(r.delay_us)});
   }
   std::cout << table.render();
+  for (const rlimit::RuleStatus& r : d.rules) {
+    if (!r.lease.empty()) std::cout << "lease " << r.name << ": " << to_hex(r.lease) << '\n';
+  }
 }
 
+// Which call a decision verb makes.
+enum class Verb { kCheck, kPeek, kReserve, kAcquire };
+
 int run_check(const GlobalOptions& global, const std::vector<std::string>& args, std::uint64_t cost,
-              bool as_json) {
+              bool as_json, Verb verb = Verb::kCheck, std::int64_t max_wait_us = -1) {
   rlimit::CheckRequest request;
   request.cost = cost;
+  if (max_wait_us >= 0) request.max_wait = std::chrono::microseconds(max_wait_us);
   for (const std::string& arg : args) {
     auto descriptor = parse_descriptor(arg);
     if (!descriptor) {
@@ -130,7 +186,21 @@ int run_check(const GlobalOptions& global, const std::vector<std::string>& args,
     request.descriptors.push_back(std::move(*descriptor));
   }
   rlimit::Client client = make_client(global);
-  const rlimit::Decision decision = client.check(request);
+  rlimit::Decision decision;
+  switch (verb) {
+    case Verb::kCheck:
+      decision = client.check(request);
+      break;
+    case Verb::kPeek:
+      decision = client.peek(request);
+      break;
+    case Verb::kReserve:
+      decision = client.reserve(request);
+      break;
+    case Verb::kAcquire:
+      decision = client.acquire(request);
+      break;
+  }
   if (decision.status == rlimit::DecisionStatus::kUnavailable) {
     std::cerr << "rlimitctl: daemon unavailable at " << socket_shown(global) << ": "
               << decision.error << '\n';
@@ -141,6 +211,80 @@ int run_check(const GlobalOptions& global, const std::vector<std::string>& args,
     print_check_text(decision);
   }
   return exit_code_for(decision);
+}
+
+int run_release(const GlobalOptions& global, const std::vector<std::string>& hex_leases,
+                bool extend, bool as_json) {
+  std::vector<std::string> leases;
+  for (const std::string& hex : hex_leases) {
+    auto bytes = from_hex(hex);
+    if (!bytes) {
+      std::cerr << "rlimitctl: a lease is hex digits (as printed by acquire), got '" << hex
+                << "'\n";
+      return kExitUsage;
+    }
+    leases.push_back(std::move(*bytes));
+  }
+  rlimit::Client client = make_client(global);
+  std::string error;
+  const std::vector<rlimit::LeaseStatus> statuses = client.release_leases(leases, extend, &error);
+  if (!error.empty()) {
+    std::cerr << "rlimitctl: no answer from " << socket_shown(global) << ": " << error << '\n';
+    return kExitUnavailable;
+  }
+  bool all_done = true;
+  JsonWriter json;
+  json.begin_object().field("extend", extend).key("leases").begin_array();
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    all_done = all_done && statuses[i] == rlimit::LeaseStatus::kDone;
+    if (as_json) {
+      json.begin_object()
+          .field("lease", hex_leases[i])
+          .field("status", rlimit::to_string(statuses[i]))
+          .end_object();
+    } else {
+      std::cout << hex_leases[i] << ": " << rlimit::to_string(statuses[i]) << '\n';
+    }
+  }
+  json.end_array().end_object();
+  if (as_json) std::cout << json.str() << '\n';
+  return all_done ? kExitAllowed : kExitDenied;
+}
+
+int run_reset(const GlobalOptions& global, const std::vector<std::string>& args, bool as_json) {
+  rlimit::CheckRequest request;
+  for (const std::string& arg : args) {
+    auto descriptor = parse_descriptor(arg);
+    if (!descriptor) {
+      std::cerr << "rlimitctl: expected key=value, got '" << arg << "'\n";
+      return kExitUsage;
+    }
+    request.descriptors.push_back(std::move(*descriptor));
+  }
+  rlimit::Client client = make_client(global);
+  std::string error;
+  const auto result = client.reset(request, &error);
+  if (!result) {
+    std::cerr << "rlimitctl: reset refused or unanswered by " << socket_shown(global) << ": "
+              << error << '\n';
+    return error.find("INVALID_REQUEST") != std::string::npos ? kExitUsage : kExitUnavailable;
+  }
+  if (as_json) {
+    JsonWriter json;
+    json.begin_object().field("keys_reset", result->keys_reset).key("rules").begin_array();
+    for (const std::string& rule : result->rules) json.value(rule);
+    json.end_array().end_object();
+    std::cout << json.str() << '\n';
+  } else {
+    std::cout << "reset " << result->keys_reset << " key" << (result->keys_reset == 1 ? "" : "s");
+    if (!result->rules.empty()) {
+      std::cout << " (rules:";
+      for (const std::string& rule : result->rules) std::cout << ' ' << rule;
+      std::cout << ')';
+    }
+    std::cout << '\n';
+  }
+  return kExitAllowed;
 }
 
 void print_status_json(const rlimit::DaemonStatus& s) {
@@ -304,6 +448,56 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   check->add_flag("--json", check_json, "Print the decision as JSON");
 
+  // peek, reserve, acquire: a check in another mode, with check's options.
+  struct ModeVerb {
+    CLI::App* app = nullptr;
+    std::vector<std::string> descriptors;
+    std::uint64_t cost = 1;
+    std::int64_t max_wait_us = -1;
+    bool json = false;
+  };
+  ModeVerb peek, reserve, acquire;
+  const auto add_mode_verb = [&](ModeVerb& verb, const char* name, const char* help,
+                                 bool waits) {
+    verb.app = app.add_subcommand(name, help);
+    verb.app->fallthrough();
+    verb.app->add_option("descriptors", verb.descriptors, "key=value descriptors")->required();
+    verb.app->add_option("--cost", verb.cost, "Tokens the check consumes")->capture_default_str();
+    if (waits) {
+      verb.app->add_option("--max-wait-us", verb.max_wait_us,
+                           "Longest wait accepted, in microseconds (-1: any)")
+          ->capture_default_str();
+    }
+    verb.app->add_flag("--json", verb.json, "Print the decision as JSON");
+  };
+  add_mode_verb(peek, "peek", "Ask for a decision without consuming anything (exit codes as check).",
+                false);
+  add_mode_verb(reserve, "reserve",
+                "Consume now and print the wait before proceeding (exit codes as check).", true);
+  add_mode_verb(acquire, "acquire",
+                "Reserve, then wait the delay before exiting; prints any lease (exit codes as "
+                "check).",
+                true);
+
+  std::vector<std::string> release_leases;
+  bool release_extend = false;
+  bool release_json = false;
+  CLI::App* release = app.add_subcommand(
+      "release", "Release concurrency leases (hex, as printed). Exit 0 all released, 1 not all, "
+                 "3 unavailable.");
+  release->fallthrough();
+  release->add_option("leases", release_leases, "Lease tokens in hex")->required();
+  release->add_flag("--extend", release_extend, "Restart the leases' TTL instead of releasing");
+  release->add_flag("--json", release_json, "Print the statuses as JSON");
+
+  std::vector<std::string> reset_descriptors;
+  bool reset_json = false;
+  CLI::App* reset = app.add_subcommand(
+      "reset", "Forget the state of every key a check with these descriptors would touch.");
+  reset->fallthrough();
+  reset->add_option("descriptors", reset_descriptors, "key=value descriptors")->required();
+  reset->add_flag("--json", reset_json, "Print the result as JSON");
+
   bool status_json = false;
   CLI::App* status = app.add_subcommand("status", "Show the daemon's rules and counters.");
   status->fallthrough();
@@ -330,6 +524,19 @@ int main(int argc, char** argv) {
 
   try {
     if (check->parsed()) return run_check(global, descriptors, cost, check_json);
+    if (peek.app->parsed()) {
+      return run_check(global, peek.descriptors, peek.cost, peek.json, Verb::kPeek);
+    }
+    if (reserve.app->parsed()) {
+      return run_check(global, reserve.descriptors, reserve.cost, reserve.json, Verb::kReserve,
+                       reserve.max_wait_us);
+    }
+    if (acquire.app->parsed()) {
+      return run_check(global, acquire.descriptors, acquire.cost, acquire.json, Verb::kAcquire,
+                       acquire.max_wait_us);
+    }
+    if (release->parsed()) return run_release(global, release_leases, release_extend, release_json);
+    if (reset->parsed()) return run_reset(global, reset_descriptors, reset_json);
     if (members->parsed()) return run_members(global, members_json);
     return run_status(global, status_json);
   } catch (const std::exception& e) {

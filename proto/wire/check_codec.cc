@@ -201,6 +201,17 @@ bool decode_check(std::string_view bytes, CheckRequestView& out) {
       std::string_view sub;
       if (!r.bytes(sub) || !decode_inline_limit(sub, check.inline_limit)) return false;
       check.has_inline_limit = true;
+    } else if (field == 4 && type == kVarint) {
+      // An enum is an int32 protobuf truncates to; values this daemon does
+      // not know are left to it.
+      std::uint64_t mode;
+      if (!r.varint(mode) || mode > 2) return false;
+      check.mode = static_cast<std::int32_t>(mode);
+    } else if (field == 5 && type == kVarint) {
+      std::uint64_t wait;
+      if (!r.varint(wait)) return false;
+      check.has_max_wait_us = true;
+      check.max_wait_us = static_cast<std::int64_t>(wait);
     } else {
       return false;
     }
@@ -220,8 +231,16 @@ bool decode_rule_result(std::string_view bytes, RuleResultView& rule) {
       if (type != kLength || !r.text(rule.name)) return false;
       continue;
     }
+    if (field == 9) {
+      if (type != kLength || !r.text(rule.algorithm)) return false;
+      continue;
+    }
+    if (field == 11) {
+      if (type != kLength || !r.bytes(rule.lease)) return false;  // bytes: no UTF-8 rule
+      continue;
+    }
     std::uint64_t v;
-    if (type != kVarint || field > 8 || !r.varint(v)) return false;
+    if (type != kVarint || field > 12 || !r.varint(v)) return false;
     switch (field) {
       case 2:
         rule.allowed = v != 0;
@@ -243,6 +262,12 @@ bool decode_rule_result(std::string_view bytes, RuleResultView& rule) {
         break;
       case 8:
         rule.reset_after_us = static_cast<std::int64_t>(v);
+        break;
+      case 10:
+        rule.delay_us = static_cast<std::int64_t>(v);
+        break;
+      case 12:
+        rule.over_limit = v != 0;
         break;
     }
   }
@@ -268,6 +293,9 @@ bool decode_check_result(std::string_view bytes, CheckResponseView& out) {
       if (!r.bytes(sub) || !decode_rule_result(sub, out.rules.emplace_back())) return false;
     } else if (field == 4 && type == kLength) {
       if (!r.text(result.error)) return false;
+    } else if (field == 5 && type == kVarint) {
+      if (!r.varint(v)) return false;
+      result.delay_us = static_cast<std::int64_t>(v);
     } else {
       return false;
     }
@@ -282,7 +310,10 @@ std::size_t rule_result_bytes(const RuleResultView& rule) {
          varint_field_bytes(rule.period_ms) + varint_field_bytes(rule.burst) +
          varint_field_bytes(rule.remaining) +
          varint_field_bytes(static_cast<std::uint64_t>(rule.retry_after_us)) +
-         varint_field_bytes(static_cast<std::uint64_t>(rule.reset_after_us));
+         varint_field_bytes(static_cast<std::uint64_t>(rule.reset_after_us)) +
+         string_field_bytes(rule.algorithm) +
+         varint_field_bytes(static_cast<std::uint64_t>(rule.delay_us)) +
+         string_field_bytes(rule.lease) + (rule.over_limit ? 2 : 0);
 }
 
 }  // namespace
@@ -353,6 +384,15 @@ void CheckRequestWriter::set_inline_limit(std::string_view key, std::uint64_t li
   put_varint_field(check_, 4, burst);
 }
 
+void CheckRequestWriter::set_mode(std::int32_t mode) {
+  put_varint_field(check_, 4, static_cast<std::uint64_t>(static_cast<std::int64_t>(mode)));
+}
+
+void CheckRequestWriter::set_max_wait_us(std::int64_t max_wait_us) {
+  check_.push_back(tag(5, kVarint));
+  put_varint(check_, static_cast<std::uint64_t>(max_wait_us));
+}
+
 void CheckRequestWriter::end_check() {
   put_message_header(body_, 1, check_.size());
   body_ += check_;
@@ -408,10 +448,12 @@ void CheckResponseWriter::begin(std::uint64_t id) {
 }
 
 void CheckResponseWriter::add_result(bool allowed, std::int32_t status, std::string_view error,
-                                     const RuleResultView* rules, std::size_t rule_count) {
+                                     const RuleResultView* rules, std::size_t rule_count,
+                                     std::int64_t delay_us) {
   const auto status_bits = static_cast<std::uint64_t>(static_cast<std::int64_t>(status));
-  std::size_t bytes =
-      (allowed ? 2 : 0) + varint_field_bytes(status_bits) + string_field_bytes(error);
+  const auto delay_bits = static_cast<std::uint64_t>(delay_us);
+  std::size_t bytes = (allowed ? 2 : 0) + varint_field_bytes(status_bits) +
+                      string_field_bytes(error) + varint_field_bytes(delay_bits);
   // Rule sizes are computed once; most results have one or two rules.
   constexpr std::size_t kSizesOnStack = 8;
   std::size_t sizes_on_stack[kSizesOnStack];
@@ -441,8 +483,13 @@ void CheckResponseWriter::add_result(bool allowed, std::int32_t status, std::str
     p = write_varint_field(p, 6, rule.remaining);
     p = write_varint_field(p, 7, static_cast<std::uint64_t>(rule.retry_after_us));
     p = write_varint_field(p, 8, static_cast<std::uint64_t>(rule.reset_after_us));
+    p = write_string_field(p, 9, rule.algorithm);
+    p = write_varint_field(p, 10, static_cast<std::uint64_t>(rule.delay_us));
+    p = write_string_field(p, 11, rule.lease);
+    p = write_varint_field(p, 12, rule.over_limit ? 1 : 0);
   }
   p = write_string_field(p, 4, error);
+  p = write_varint_field(p, 5, delay_bits);
 }
 
 std::size_t CheckResponseWriter::payload_bytes() const {

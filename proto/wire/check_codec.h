@@ -43,6 +43,9 @@ struct CheckView {
   std::uint64_t cost = 0;
   bool has_inline_limit = false;
   InlineLimitView inline_limit;
+  std::int32_t mode = 0;  // rlimit.v1.Check.Mode; only known values are read here
+  bool has_max_wait_us = false;
+  std::int64_t max_wait_us = 0;
 };
 
 // Views into the payload: valid while it is.
@@ -73,6 +76,13 @@ class CheckRequestWriter {
   void set_cost(std::uint64_t cost);
   void set_inline_limit(std::string_view key, std::uint64_t limit, std::uint64_t period_ms,
                         std::uint64_t burst);
+  // rlimit.v1.Check.Mode; CHECK (0) writes nothing, as protobuf does.
+  void set_mode(std::int32_t mode);
+  // `optional`: present even when 0.
+  void set_max_wait_us(std::int64_t max_wait_us);
+  // Fields go out in the order they are set: call the setters in field
+  // order (descriptors, cost, inline limit, mode, max wait), as protobuf
+  // writes them.
   void end_check();
   // Appends the frame to `out`; false (appending nothing) above
   // max_frame_bytes.
@@ -95,12 +105,17 @@ struct RuleResultView {
   std::uint64_t remaining = 0;
   std::int64_t retry_after_us = 0;
   std::int64_t reset_after_us = 0;
+  std::string_view algorithm;
+  std::int64_t delay_us = 0;
+  std::string_view lease;  // bytes: any value
+  bool over_limit = false;
 };
 
 struct CheckResultView {
   bool allowed = false;
   std::int32_t status = 0;  // rlimit.v1.CheckResult.Status
   std::string_view error;
+  std::int64_t delay_us = 0;
   std::uint32_t first_rule = 0;  // into CheckResponseView::rules
   std::uint32_t rule_count = 0;
 };
@@ -126,7 +141,7 @@ class CheckResponseWriter {
   void begin(std::uint64_t id);
   // One CheckResult: `rules` holds `rule_count` entries.
   void add_result(bool allowed, std::int32_t status, std::string_view error,
-                  const RuleResultView* rules, std::size_t rule_count);
+                  const RuleResultView* rules, std::size_t rule_count, std::int64_t delay_us = 0);
   // Payload bytes the frame will carry (without the 4-byte header).
   std::size_t payload_bytes() const;
   // Appends the frame to `out`.

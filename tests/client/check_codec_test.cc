@@ -55,6 +55,17 @@ v1::Request random_request(std::mt19937_64& rng) {
       limit->set_period_ms(random_number(rng));
       limit->set_burst(random_number(rng));
     }
+    check->set_mode(static_cast<v1::Check::Mode>(rng() % 3));
+    switch (rng() % 4) {
+      case 0:
+        check->set_max_wait_us(-1);
+        break;
+      case 1:
+        check->set_max_wait_us(static_cast<std::int64_t>(random_number(rng)));
+        break;
+      default:
+        break;  // unset
+    }
   }
   return request;
 }
@@ -86,6 +97,11 @@ void expect_same(const CheckRequestView& view, const v1::Request& request) {
       EXPECT_EQ(c.inline_limit.period_ms, check.inline_limit().period_ms());
       EXPECT_EQ(c.inline_limit.burst, check.inline_limit().burst());
     }
+    EXPECT_EQ(c.mode, static_cast<std::int32_t>(check.mode()));
+    EXPECT_EQ(c.has_max_wait_us, check.has_max_wait_us());
+    if (check.has_max_wait_us()) {
+      EXPECT_EQ(c.max_wait_us, check.max_wait_us());
+    }
   }
 }
 
@@ -103,6 +119,8 @@ TEST(CheckCodecTest, RequestWriterWritesWhatProtobufWrites) {
         const v1::InlineLimit& l = check.inline_limit();
         writer.set_inline_limit(l.key(), l.limit(), l.period_ms(), l.burst());
       }
+      writer.set_mode(check.mode());
+      if (check.has_max_wait_us()) writer.set_max_wait_us(check.max_wait_us());
       writer.end_check();
     }
     std::string ours = "prefix";
@@ -165,6 +183,28 @@ TEST(CheckCodecTest, LeavesUncommonRequestsToProtobuf) {
   utf8.mutable_check()->mutable_checks(0)->mutable_descriptors(0)->set_value("caf\xc3\xa9");
   EXPECT_FALSE(decode_check_request(utf8.SerializeAsString(), view));
 
+  // A mode this codec does not know (protobuf keeps it as an open enum value).
+  v1::Request new_mode = check;
+  new_mode.mutable_check()->mutable_checks(0)->set_mode(static_cast<v1::Check::Mode>(3));
+  EXPECT_FALSE(decode_check_request(new_mode.SerializeAsString(), view));
+  v1::Request reserve = check;
+  reserve.mutable_check()->mutable_checks(0)->set_mode(v1::Check::RESERVE);
+  reserve.mutable_check()->mutable_checks(0)->set_max_wait_us(0);
+  ASSERT_TRUE(decode_check_request(reserve.SerializeAsString(), view));
+  EXPECT_EQ(view.checks[0].mode, static_cast<std::int32_t>(v1::Check::RESERVE));
+  EXPECT_TRUE(view.checks[0].has_max_wait_us);  // optional: present although 0
+  EXPECT_EQ(view.checks[0].max_wait_us, 0);
+
+  // Release and reset bodies are protobuf's.
+  v1::Request release;
+  release.set_version(v1::VERSION_1);
+  release.mutable_release()->add_leases("lease");
+  EXPECT_FALSE(decode_check_request(release.SerializeAsString(), view));
+  v1::Request reset;
+  reset.set_version(v1::VERSION_1);
+  reset.mutable_reset()->add_descriptors()->set_key("user");
+  EXPECT_FALSE(decode_check_request(reset.SerializeAsString(), view));
+
   // An unknown field (number 9, varint) after the known ones.
   EXPECT_FALSE(decode_check_request(check.SerializeAsString() + "\x48\x01", view));
   // The body twice: protobuf merges the two.
@@ -225,14 +265,34 @@ v1::Response random_response(std::mt19937_64& rng) {
       rule->set_retry_after_us(rng() % 3 == 0 ? -1
                                               : static_cast<std::int64_t>(random_number(rng) >> 1));
       rule->set_reset_after_us(static_cast<std::int64_t>(random_number(rng) >> 1));
+      if (rng() % 2 == 0) rule->set_algorithm(rng() % 2 == 0 ? "gcra" : "leaky_bucket");
+      if (rng() % 3 == 0) rule->set_delay_us(static_cast<std::int64_t>(random_number(rng) >> 1));
+      if (rng() % 3 == 0) {
+        // Any bytes: a key and a big-endian id.
+        std::string lease(rng() % 40, '\0');
+        for (char& c : lease) c = static_cast<char>(rng());
+        rule->set_lease(lease);
+      }
+      rule->set_over_limit(rng() % 4 == 0);
     }
+    if (rng() % 3 == 0) result->set_delay_us(static_cast<std::int64_t>(random_number(rng) >> 1));
   }
   return response;
 }
 
 RuleResultView view_of(const v1::RuleResult& r) {
-  return {r.name(),  r.allowed(),   r.limit(),          r.period_ms(),
-          r.burst(), r.remaining(), r.retry_after_us(), r.reset_after_us()};
+  return {.name = r.name(),
+          .allowed = r.allowed(),
+          .limit = r.limit(),
+          .period_ms = r.period_ms(),
+          .burst = r.burst(),
+          .remaining = r.remaining(),
+          .retry_after_us = r.retry_after_us(),
+          .reset_after_us = r.reset_after_us(),
+          .algorithm = r.algorithm(),
+          .delay_us = r.delay_us(),
+          .lease = r.lease(),
+          .over_limit = r.over_limit()};
 }
 
 void expect_same(const CheckResponseView& view, const v1::Response& response) {
@@ -245,6 +305,7 @@ void expect_same(const CheckResponseView& view, const v1::Response& response) {
     EXPECT_EQ(rv.allowed, result.allowed());
     EXPECT_EQ(rv.status, static_cast<std::int32_t>(result.status()));
     EXPECT_EQ(rv.error, result.error());
+    EXPECT_EQ(rv.delay_us, result.delay_us());
     ASSERT_EQ(rv.rule_count, static_cast<std::uint32_t>(result.rules_size()));
     for (int r = 0; r < result.rules_size(); ++r) {
       const RuleResultView& got = view.rules[rv.first_rule + static_cast<std::uint32_t>(r)];
@@ -257,6 +318,10 @@ void expect_same(const CheckResponseView& view, const v1::Response& response) {
       EXPECT_EQ(got.remaining, want.remaining);
       EXPECT_EQ(got.retry_after_us, want.retry_after_us);
       EXPECT_EQ(got.reset_after_us, want.reset_after_us);
+      EXPECT_EQ(got.algorithm, want.algorithm);
+      EXPECT_EQ(got.delay_us, want.delay_us);
+      EXPECT_EQ(got.lease, want.lease);
+      EXPECT_EQ(got.over_limit, want.over_limit);
     }
   }
 }
@@ -272,7 +337,7 @@ TEST(CheckCodecTest, ResponseWriterWritesWhatProtobufWrites) {
       rules.clear();
       for (const v1::RuleResult& r : result.rules()) rules.push_back(view_of(r));
       writer.add_result(result.allowed(), result.status(), result.error(), rules.data(),
-                        rules.size());
+                        rules.size(), result.delay_us());
     }
     EXPECT_EQ(writer.payload_bytes(), response.ByteSizeLong());
     std::string ours = "x";

@@ -93,6 +93,7 @@ TEST(ConfigTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(d.limiter.max_keys, defaults.limiter.max_keys);
   EXPECT_EQ(d.limiter.key_table_full, core::KeyTableFullPolicy::kAllow);
   EXPECT_TRUE(d.limiter.allow_inline_limits);
+  EXPECT_TRUE(d.allow_reset);
   EXPECT_TRUE(result.config.rules.rules.empty());
   EXPECT_TRUE(result.config.rules.exemptions.empty());
   EXPECT_EQ(result.config.source, "test.toml");
@@ -124,6 +125,7 @@ shutdown_grace = "0s"
 max_rules = 1
 max_descriptors_per_check = 8
 max_response_bytes = 1024
+allow_reset = false
 )");
   ASSERT_TRUE(result.ok()) << all_errors(result);
   const DaemonSettings& d = result.config.daemon;
@@ -142,6 +144,7 @@ max_response_bytes = 1024
   EXPECT_EQ(d.sweep_interval_us, kSecondUs);
   EXPECT_EQ(d.sweep_batch, 500u);
   EXPECT_EQ(d.shutdown_grace_us, 0);
+  EXPECT_FALSE(d.allow_reset);
 }
 
 TEST(ConfigTest, EveryLogLevelIsAccepted) {
@@ -645,6 +648,8 @@ TEST(ConfigErrorTest, WrongTypes) {
                         3, 27, {"match.user.each must be a boolean, not a string"}));
   EXPECT_TRUE(one_error("[daemon]\ninline_limits = 1\n", 2, 17,
                         {"daemon: inline_limits must be a boolean"}));
+  EXPECT_TRUE(one_error("[daemon]\nallow_reset = \"no\"\n", 2, 15,
+                        {"daemon: allow_reset must be a boolean"}));
   EXPECT_TRUE(one_error("daemon = 1\n", 1, 10, {"daemon must be a table"}));
   EXPECT_TRUE(one_error("[rule]\nname = \"r\"\n", 1, 1,
                         {"rule must be an array of tables ([[rule]]), not a table"}));

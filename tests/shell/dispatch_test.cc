@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -446,6 +448,282 @@ TEST(MemberInfoTest, NeverHeardIsMinusOne) {
   EXPECT_EQ(info.state(), "suspect");
 }
 
+// The algorithms' fields through the protocol: a concurrency rule (leases),
+// a leaky shaper (delays), an elastic token bucket (over_limit, load).
+class AlgorithmDispatchTest : public ::testing::Test {
+ protected:
+  static constexpr core::TimeUs kStart = 1000 * core::kUsPerSecond + 1;
+
+  static core::Rule rule_of(std::string name, std::string key, core::Algorithm algorithm,
+                            std::int64_t limit, std::int64_t burst,
+                            core::AlgorithmOptions options = {}) {
+    core::Rule rule;
+    rule.name = std::move(name);
+    core::DescriptorMatch match;
+    match.key = std::move(key);
+    match.value.each = true;
+    rule.match.push_back(std::move(match));
+    rule.params = {limit, core::kUsPerSecond, burst};
+    rule.algorithm = algorithm;
+    rule.options = options;
+    return rule;
+  }
+
+  static core::RuleSet rules() {
+    core::AlgorithmOptions lease;
+    lease.lease_ttl_us = 10 * core::kUsPerSecond;
+    core::AlgorithmOptions shaper;
+    shaper.shaper = true;
+    core::AlgorithmOptions elastic;
+    elastic.throttle.mode = core::algorithms::ThrottleMode::kElastic;
+    elastic.throttle.elastic_threshold_permille = 500;
+    core::RuleSet set;
+    set.rules.push_back(rule_of("slots", "job", core::Algorithm::kConcurrency, 1, 1, lease));
+    set.rules.push_back(rule_of("shaped", "stream", core::Algorithm::kLeakyBucket, 10, 5, shaper));
+    set.rules.push_back(rule_of("elastic", "tenant", core::Algorithm::kTokenBucket, 1, 1, elastic));
+    set.rules.push_back(rule_of("bucket", "user", core::Algorithm::kTokenBucket, 2, 2));
+    return set;
+  }
+
+  AlgorithmDispatchTest()
+      : limiter_(core::LimiterOptions{}, rules()),
+        dispatcher_(limiter_, settings_, counters_, status_) {}
+
+  static v1::Request check_of(std::string key, std::string value,
+                              v1::Check::Mode mode = v1::Check::CHECK,
+                              std::optional<std::int64_t> max_wait_us = std::nullopt) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(1);
+    v1::Check* check = request.mutable_check()->add_checks();
+    v1::Descriptor* d = check->add_descriptors();
+    d->set_key(std::move(key));
+    d->set_value(std::move(value));
+    check->set_mode(mode);
+    if (max_wait_us) check->set_max_wait_us(*max_wait_us);
+    return request;
+  }
+
+  // The one CheckResult of a one-check request.
+  v1::CheckResult result_of(const v1::Request& request, core::TimeUs now = kStart) {
+    dispatcher_.handle(request, now, response_);
+    EXPECT_TRUE(response_.has_check()) << response_.DebugString();
+    if (!response_.has_check() || response_.check().results_size() != 1) return {};
+    return response_.check().results(0);
+  }
+
+  v1::ReleaseResponse release(const std::vector<std::string>& leases, bool extend = false,
+                              core::TimeUs now = kStart) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(2);
+    for (const std::string& lease : leases) request.mutable_release()->add_leases(lease);
+    request.mutable_release()->set_extend(extend);
+    const Dispatcher::Outcome outcome = dispatcher_.handle(request, now, response_);
+    EXPECT_FALSE(outcome.error) << response_.DebugString();
+    EXPECT_EQ(response_.id(), 2u);
+    return response_.release();
+  }
+
+  Dispatcher::Outcome reset(const std::vector<std::pair<std::string, std::string>>& descriptors) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(3);
+    v1::ResetRequest* body = request.mutable_reset();
+    for (const auto& [key, value] : descriptors) {
+      v1::Descriptor* d = body->add_descriptors();
+      d->set_key(key);
+      d->set_value(value);
+    }
+    return dispatcher_.handle(request, kStart, response_);
+  }
+
+  config::DaemonSettings settings_;
+  ShellCounters counters_;
+  StatusContext status_;
+  core::Limiter limiter_;
+  Dispatcher dispatcher_;
+  v1::Response response_;
+};
+
+TEST_F(AlgorithmDispatchTest, ConcurrencyLeaseIsATokenThatReleases) {
+  const v1::CheckResult first = result_of(check_of("job", "build"));
+  ASSERT_TRUE(first.allowed());
+  ASSERT_EQ(first.rules_size(), 1);
+  EXPECT_EQ(first.rules(0).algorithm(), "concurrency");
+  const std::string lease = first.rules(0).lease();
+  ASSERT_GT(lease.size(), kLeaseIdBytes);
+  // The token is the key and the id: decoding gives back what the core made.
+  std::string_view key;
+  std::uint64_t id = 0;
+  ASSERT_TRUE(decode_lease_token(lease, key, id));
+  EXPECT_NE(id, 0u);
+  std::string again;
+  append_lease_token(again, key, id);
+  EXPECT_EQ(again, lease);
+
+  EXPECT_FALSE(result_of(check_of("job", "build")).allowed());  // the one slot is taken
+  EXPECT_TRUE(result_of(check_of("job", "build")).rules(0).lease().empty());
+
+  const v1::ReleaseResponse released = release({lease});
+  ASSERT_EQ(released.statuses_size(), 1);
+  EXPECT_EQ(released.statuses(0), v1::ReleaseResponse::DONE);
+  EXPECT_EQ(counters_.release_requests, 1u);
+  EXPECT_EQ(limiter_.stats().leases_released, 1u);
+  const v1::CheckResult after = result_of(check_of("job", "build"));
+  EXPECT_TRUE(after.allowed());
+  EXPECT_FALSE(after.rules(0).lease().empty());
+}
+
+TEST_F(AlgorithmDispatchTest, EveryLeaseGetsAClearStatusAndBadTokensNeverCrash) {
+  const std::string lease = result_of(check_of("job", "a")).rules(0).lease();
+  const std::string bucket_key_token = [&] {
+    // A token bucket's key with an id: a well-formed token naming no lease.
+    const v1::CheckResult r = result_of(check_of("user", "bob"));
+    EXPECT_TRUE(r.rules(0).lease().empty());
+    return std::string(40, 'k') + std::string(8, '\1');
+  }();
+  std::string wrong_id = lease;
+  wrong_id.back() = static_cast<char>(wrong_id.back() ^ 0x5a);
+  const v1::ReleaseResponse answer =
+      release({"", "short", std::string(8, '\0'), bucket_key_token, wrong_id, lease, lease,
+               std::string(5000, '\xff')});
+  ASSERT_EQ(answer.statuses_size(), 8);
+  EXPECT_EQ(answer.statuses(0), v1::ReleaseResponse::MALFORMED_LEASE);
+  EXPECT_EQ(answer.statuses(1), v1::ReleaseResponse::MALFORMED_LEASE);
+  EXPECT_EQ(answer.statuses(2), v1::ReleaseResponse::MALFORMED_LEASE);  // an id, no key
+  EXPECT_EQ(answer.statuses(3), v1::ReleaseResponse::NOT_A_LEASE);
+  EXPECT_EQ(answer.statuses(4), v1::ReleaseResponse::UNKNOWN_LEASE);
+  EXPECT_EQ(answer.statuses(5), v1::ReleaseResponse::DONE);
+  EXPECT_EQ(answer.statuses(6), v1::ReleaseResponse::UNKNOWN_LEASE);  // released already
+  EXPECT_EQ(answer.statuses(7), v1::ReleaseResponse::NOT_A_LEASE);
+  EXPECT_EQ(counters_.leases_malformed, 3u);
+
+  // Extend restarts the TTL: a lease extended at 9 s outlives the first 10 s.
+  const std::string held = result_of(check_of("job", "b")).rules(0).lease();
+  EXPECT_EQ(release({held}, /*extend=*/true, kStart + 9 * core::kUsPerSecond).statuses(0),
+            v1::ReleaseResponse::DONE);
+  EXPECT_FALSE(result_of(check_of("job", "b"), kStart + 12 * core::kUsPerSecond).allowed());
+  EXPECT_EQ(release({held}, false, kStart + 12 * core::kUsPerSecond).statuses(0),
+            v1::ReleaseResponse::DONE);
+
+  // More leases than a frame may carry checks: refused, connection kept.
+  settings_.max_checks_per_frame = 2;
+  v1::Request request;
+  request.set_version(v1::VERSION_1);
+  for (int i = 0; i < 3; ++i) request.mutable_release()->add_leases(lease);
+  const Dispatcher::Outcome outcome = dispatcher_.handle(request, kStart, response_);
+  EXPECT_TRUE(outcome.error);
+  EXPECT_FALSE(outcome.close);
+  EXPECT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS);
+}
+
+TEST_F(AlgorithmDispatchTest, ShaperDelaysAreReportedPerRuleAndPerCheck) {
+  std::vector<std::int64_t> delays;
+  for (int i = 0; i < 4; ++i) {
+    const v1::CheckResult r = result_of(check_of("stream", "s"));
+    ASSERT_TRUE(r.allowed());
+    EXPECT_EQ(r.rules(0).algorithm(), "leaky_bucket");
+    EXPECT_EQ(r.delay_us(), r.rules(0).delay_us());
+    delays.push_back(r.delay_us());
+  }
+  EXPECT_EQ(delays.front(), 0);
+  EXPECT_GT(delays.back(), 0);
+  EXPECT_TRUE(std::is_sorted(delays.begin(), delays.end()));
+  // A request's own max_wait_us replaces the shaper's (none): a wait above
+  // it is refused.
+  const v1::CheckResult bounded = result_of(check_of("stream", "s", v1::Check::CHECK, 1));
+  EXPECT_FALSE(bounded.allowed());
+}
+
+TEST_F(AlgorithmDispatchTest, PeekConsumesNothingAndReserveHandsOutGrowingDelays) {
+  for (int i = 0; i < 5; ++i) {
+    const v1::CheckResult peek = result_of(check_of("user", "carol", v1::Check::PEEK));
+    EXPECT_TRUE(peek.allowed());
+    EXPECT_EQ(peek.rules(0).remaining(), 1u);  // as if one were taken; nothing is
+  }
+  EXPECT_EQ(limiter_.stats().peeks, 5u);
+  std::vector<std::int64_t> delays;
+  for (int i = 0; i < 5; ++i) {
+    const v1::CheckResult r = result_of(check_of("user", "carol", v1::Check::RESERVE));
+    ASSERT_TRUE(r.allowed()) << r.error();
+    delays.push_back(r.delay_us());
+  }
+  EXPECT_EQ(delays[0], 0);
+  EXPECT_EQ(delays[1], 0);
+  EXPECT_GT(delays[2], 0);
+  EXPECT_GT(delays[3], delays[2]);
+  EXPECT_GT(delays[4], delays[3]);
+  // Bounded: a reservation longer than max_wait_us is refused and charges nothing.
+  const v1::CheckResult refused =
+      result_of(check_of("user", "carol", v1::Check::RESERVE, delays[4]));
+  EXPECT_FALSE(refused.allowed());
+  EXPECT_EQ(refused.delay_us(), 0);
+}
+
+TEST_F(AlgorithmDispatchTest, UnknownModeAndBadMaxWaitAreInvalid) {
+  const v1::CheckResult mode =
+      result_of(check_of("user", "dave", static_cast<v1::Check::Mode>(7)));
+  EXPECT_EQ(mode.status(), v1::CheckResult::INVALID);
+  EXPECT_NE(mode.error().find("mode 7"), std::string::npos) << mode.error();
+  const v1::CheckResult wait = result_of(check_of("user", "dave", v1::Check::CHECK, -5));
+  EXPECT_EQ(wait.status(), v1::CheckResult::INVALID);
+  EXPECT_NE(wait.error().find("max_wait_us"), std::string::npos) << wait.error();
+  // -1 is "none", as unset.
+  EXPECT_TRUE(result_of(check_of("user", "dave", v1::Check::CHECK, -1)).allowed());
+}
+
+TEST_F(AlgorithmDispatchTest, ElasticRulesReadTheDaemonsLoad) {
+  EXPECT_TRUE(result_of(check_of("tenant", "t")).allowed());
+  // Over the limit, under the load threshold: admitted, marked over_limit.
+  counters_.load_permille = 100;
+  const v1::CheckResult over = result_of(check_of("tenant", "t"));
+  EXPECT_TRUE(over.allowed());
+  EXPECT_TRUE(over.rules(0).over_limit());
+  // Loaded: refused.
+  counters_.load_permille = 900;
+  const v1::CheckResult loaded = result_of(check_of("tenant", "t"));
+  EXPECT_FALSE(loaded.allowed());
+  EXPECT_FALSE(loaded.rules(0).over_limit());
+}
+
+TEST_F(AlgorithmDispatchTest, ResetForgetsTheKeysOfTheCheck) {
+  EXPECT_TRUE(result_of(check_of("user", "erin")).allowed());
+  EXPECT_TRUE(result_of(check_of("user", "erin")).allowed());
+  EXPECT_FALSE(result_of(check_of("user", "erin")).allowed());
+  EXPECT_FALSE(reset({{"user", "erin"}}).error);
+  ASSERT_TRUE(response_.has_reset()) << response_.DebugString();
+  EXPECT_EQ(response_.id(), 3u);
+  EXPECT_EQ(response_.reset().keys_reset(), 1u);
+  ASSERT_EQ(response_.reset().rules_size(), 1);
+  EXPECT_EQ(response_.reset().rules(0), "bucket");
+  EXPECT_TRUE(result_of(check_of("user", "erin")).allowed());
+  // Nothing held for this one: zero keys, the rule still named.
+  EXPECT_FALSE(reset({{"user", "nobody"}}).error);
+  EXPECT_EQ(response_.reset().keys_reset(), 0u);
+  EXPECT_EQ(counters_.reset_requests, 2u);
+
+  // Bad input: an Error with the core's reason; the connection stays.
+  const Dispatcher::Outcome bad = reset({{"user", "a"}, {"user", "b"}});
+  EXPECT_TRUE(bad.error);
+  EXPECT_FALSE(bad.close);
+  EXPECT_EQ(response_.error().code(), v1::Error::INVALID_REQUEST);
+  EXPECT_NE(response_.error().message().find("user"), std::string::npos);
+}
+
+TEST_F(AlgorithmDispatchTest, ResetIsRefusedWhenDisabled) {
+  EXPECT_TRUE(result_of(check_of("user", "fay")).allowed());
+  EXPECT_TRUE(result_of(check_of("user", "fay")).allowed());
+  settings_.allow_reset = false;
+  const Dispatcher::Outcome outcome = reset({{"user", "fay"}});
+  EXPECT_TRUE(outcome.error);
+  EXPECT_FALSE(outcome.close);
+  EXPECT_EQ(response_.error().code(), v1::Error::NOT_ALLOWED);
+  EXPECT_NE(response_.error().message().find("allow_reset"), std::string::npos);
+  EXPECT_EQ(counters_.resets_refused, 1u);
+  EXPECT_FALSE(result_of(check_of("user", "fay")).allowed());  // nothing was reset
+}
+
 // The fast path (wire/check_codec.h) against the protobuf path: two
 // dispatchers over identical limiters get the same frames; every answer must
 // be the same bytes, and every counter the same number.
@@ -453,8 +731,19 @@ class FastPathTest : public ::testing::Test {
  protected:
   struct Side {
     explicit Side(const config::DaemonSettings& settings, const StatusContext& status)
-        : limiter(core::LimiterOptions{}, per_user_rules(3, 3)),
+        : limiter(core::LimiterOptions{}, rules()),
           dispatcher(limiter, settings, counters, status) {}
+    // per-user, and a concurrency rule on the same descriptor (leases).
+    static core::RuleSet rules() {
+      core::RuleSet set = per_user_rules(3, 3);
+      core::Rule slots = set.rules[0];
+      slots.name = "slots";
+      slots.algorithm = core::Algorithm::kConcurrency;
+      slots.params = {2, core::kUsPerSecond, 2};
+      slots.options.lease_ttl_us = core::kUsPerSecond;
+      set.rules.push_back(std::move(slots));
+      return set;
+    }
     ShellCounters counters;
     core::Limiter limiter;
     Dispatcher dispatcher;
@@ -535,6 +824,10 @@ TEST_F(FastPathTest, AnswersExactlyAsTheProtobufPath) {
         limit->set_limit(rng() % 3 == 0 ? 0 : rng() % 10);
         limit->set_period_ms(rng() % 5 == 0 ? 0 : 1000);
         if (rng() % 2 == 0) limit->set_burst(rng() % 10);
+      }
+      check->set_mode(static_cast<v1::Check::Mode>(rng() % 3));
+      if (rng() % 3 == 0) {
+        check->set_max_wait_us(rng() % 4 == 0 ? -1 : static_cast<std::int64_t>(rng() % 5'000'000));
       }
     }
     if (rng() % 50 == 0) request.set_version(static_cast<v1::Version>(2));

@@ -41,10 +41,22 @@ struct InlineLimit {
   std::uint64_t burst = 0;  // 0: same as limit
 };
 
+// What the daemon does with a check (docs/protocol.md, "Modes").
+enum class CheckMode {
+  kCheck,    // decide; consume when allowed
+  kPeek,     // decide as kCheck would; consume nothing
+  kReserve,  // admit now if the wait fits max_wait, consume now, report the wait (delay_us)
+};
+
 struct CheckRequest {
   std::vector<Descriptor> descriptors;
   std::uint64_t cost = 1;
   std::optional<InlineLimit> inline_limit;
+  CheckMode mode = CheckMode::kCheck;
+  // The longest wait the caller accepts: replaces the max_delay of the rules
+  // that hand out waits (leaky_bucket shaper, smooth_*); in kReserve, bounds
+  // the reservation. nullopt: none given (the rules' own; any reservation).
+  std::optional<std::chrono::microseconds> max_wait;
 };
 
 enum class FailMode { kOpen, kClosed };
@@ -69,6 +81,12 @@ struct RuleStatus {
   std::uint64_t remaining = 0;
   std::int64_t retry_after_us = 0;  // 0 when allowed, -1 when never
   std::int64_t reset_after_us = 0;
+  std::string algorithm;     // "token_bucket", "concurrency", ...; empty from an older daemon
+  std::int64_t delay_us = 0;  // this rule's wait before proceeding (shaper, smooth_*, reserve)
+  // A concurrency rule's lease: an opaque token (bytes) for release() or
+  // extend() once the work is done. Empty when none.
+  std::string lease;
+  bool over_limit = false;  // refused by the algorithm, admitted by a soft/shadow/elastic mode
 };
 
 struct RLIMIT_API Decision {
@@ -76,8 +94,31 @@ struct RLIMIT_API Decision {
   DecisionStatus status = DecisionStatus::kOk;
   std::string error;
   std::vector<RuleStatus> rules;
+  // When allowed: how long to wait before proceeding (the longest of the
+  // rules' delay_us). acquire() has already waited it.
+  std::int64_t delay_us = 0;
   // Largest retry_after_us among denying rules (-1 if one never allows; 0 if allowed).
   std::int64_t retry_after_us() const;
+  // The rules' lease tokens, in rule order: release each when the work is done.
+  std::vector<std::string> leases() const;
+  // Some rule's throttle mode admitted what its algorithm refused.
+  bool over_limit() const;
+};
+
+// What the daemon did with one lease (release() and extend()).
+enum class LeaseStatus {
+  kDone,       // released (or extended)
+  kUnknown,    // no such live lease: expired, released already, never issued
+  kNotALease,  // the token names no concurrency rule's key (or its rule changed)
+  kMalformed,  // the token is not one the daemon issued (too short)
+  kFailed,     // no answer (daemon unavailable, error reply): see the error text
+};
+// "done", "unknown", "not_a_lease", "malformed", "failed".
+RLIMIT_API const char* to_string(LeaseStatus status);
+
+struct ResetResult {
+  std::uint64_t keys_reset = 0;    // keys that held state and were forgotten
+  std::vector<std::string> rules;  // rules (and inline limit key) the reset touched
 };
 
 struct RuleInfo {
@@ -142,6 +183,36 @@ class RLIMIT_API Client {
   // the CheckRequest overload (an aggregate whose first member is the list).
   Decision check(std::initializer_list<Descriptor> descriptors, std::uint64_t cost = 1);
   Decision check(const CheckRequest& request);
+
+  // The modes (CheckRequest::mode set here, the rest as given):
+  // peek() decides as check() would and consumes nothing.
+  Decision peek(const CheckRequest& request);
+  // reserve() consumes now and returns the wait before proceeding in
+  // delay_us, refusing when it would exceed `max_wait` (nullopt: the
+  // request's own max_wait, or none).
+  Decision reserve(const CheckRequest& request,
+                   std::optional<std::chrono::microseconds> max_wait = std::nullopt);
+  // acquire() reserves, then sleeps delay_us in this thread (beyond
+  // timeout_ms, which bounds the round trip only) before returning.
+  Decision acquire(const CheckRequest& request,
+                   std::optional<std::chrono::microseconds> max_wait = std::nullopt);
+
+  // Releases a concurrency lease (RuleStatus::lease), or with extend()
+  // restarts its TTL (a heartbeat for long work). `error` says why on kFailed.
+  LeaseStatus release(std::string_view lease, std::string* error = nullptr);
+  LeaseStatus extend(std::string_view lease, std::string* error = nullptr);
+  // Several at once (e.g. Decision::leases()), one round trip; a status per
+  // lease, in order (all kFailed when there was no answer).
+  std::vector<LeaseStatus> release_leases(std::span<const std::string> leases, bool extend = false,
+                                          std::string* error = nullptr);
+
+  // Forgets the daemon's state for every key a check with these
+  // descriptors (and inline limit; cost and mode are ignored) would touch,
+  // or nullopt with `error` set (unavailable, bad input, or a daemon with
+  // allow_reset = false).
+  std::optional<ResetResult> reset(const CheckRequest& request, std::string* error = nullptr);
+  std::optional<ResetResult> reset(std::span<const Descriptor> descriptors,
+                                   std::string* error = nullptr);
 
   // Several checks in one frame, decided in order; one round trip.
   std::vector<Decision> check_batch(std::span<const CheckRequest> requests);

@@ -50,6 +50,7 @@ typedef enum rlimit_status {
 #define RLIMIT_ERR_INVALID_ARGUMENT (-1) /* a NULL where a pointer is required */
 #define RLIMIT_ERR_NO_MEMORY (-2)
 #define RLIMIT_ERR_INTERNAL (-3)
+#define RLIMIT_ERR_DAEMON (-4) /* release/extend/reset: no answer, or the daemon refused */
 
 #define RLIMIT_NAME_BYTES 128
 #define RLIMIT_ERROR_BYTES 128
@@ -120,6 +121,64 @@ RLIMIT_API int rlimit_check_detailed(rlimit_client_t* client, const rlimit_descr
 /* "ok", "exempt", "invalid", "key_table_full", "unavailable",
  * "protocol_error"; "unknown" otherwise. A static string. */
 RLIMIT_API const char* rlimit_status_string(rlimit_status_t status);
+
+/* ---- Modes, leases and reset (appended; nothing above changed) -------- */
+
+/* The concurrency leases one decision holds, as opaque tokens. Made by the
+ * calls below; the caller owns it and frees it with rlimit_leases_free()
+ * (after rlimit_release(), which does not free it). */
+typedef struct rlimit_leases rlimit_leases_t;
+
+/* As rlimit_check(), but consumes nothing (PEEK): "would this be allowed?". */
+RLIMIT_API int rlimit_peek(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                           uint64_t cost, rlimit_decision_t* out);
+
+/* As rlimit_check(), and keeps the leases of concurrency rules: `*leases`
+ * (if `leases` is not NULL) is set to a new rlimit_leases_t when the
+ * decision holds any, else to NULL. Release them when the work is done. */
+RLIMIT_API int rlimit_check_leased(rlimit_client_t* client, const rlimit_descriptor_t* descs,
+                                   size_t n, uint64_t cost, rlimit_decision_t* out,
+                                   rlimit_leases_t** leases);
+
+/* RESERVE: consumes now if the wait until the cost fits is at most
+ * `max_wait_us` (-1: any wait), and sets `*delay_us` (if not NULL) to the
+ * wait before proceeding (0 when none or not allowed). `leases` as in
+ * rlimit_check_leased(); may be NULL. */
+RLIMIT_API int rlimit_reserve(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                              uint64_t cost, int64_t max_wait_us, rlimit_decision_t* out,
+                              int64_t* delay_us, rlimit_leases_t** leases);
+
+/* As rlimit_reserve(), then sleeps the delay in the calling thread before
+ * returning (beyond timeout_ms, which bounds the round trip only). */
+RLIMIT_API int rlimit_acquire(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                              uint64_t cost, int64_t max_wait_us, rlimit_decision_t* out,
+                              int64_t* delay_us, rlimit_leases_t** leases);
+
+/* Releases every lease in `leases` (borrowed; still owned by the caller).
+ * `*released` (if not NULL) gets how many the daemon released; the others
+ * had expired or were released already. RLIMIT_OK when the daemon answered,
+ * RLIMIT_ERR_DAEMON when it did not. NULL `leases` releases nothing. */
+RLIMIT_API int rlimit_release(rlimit_client_t* client, const rlimit_leases_t* leases,
+                              size_t* released);
+
+/* Restarts the TTL of every lease in `leases` (a heartbeat for long work);
+ * `*extended` as `*released` above. */
+RLIMIT_API int rlimit_extend(rlimit_client_t* client, const rlimit_leases_t* leases,
+                             size_t* extended);
+
+/* Number of lease tokens held; 0 for NULL. */
+RLIMIT_API size_t rlimit_leases_count(const rlimit_leases_t* leases);
+
+/* Frees `leases` (without releasing them on the daemon). NULL is a no-op. */
+RLIMIT_API void rlimit_leases_free(rlimit_leases_t* leases);
+
+/* Forgets the daemon's state for every key a check with these descriptors
+ * would touch. `*keys_reset` (if not NULL) gets how many keys held state.
+ * On RLIMIT_ERR_DAEMON (unavailable, bad input, or the daemon's
+ * allow_reset = false), `error` (if not NULL, `error_bytes` long) gets the
+ * reason, NUL-terminated and truncated. */
+RLIMIT_API int rlimit_reset(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
+                            uint64_t* keys_reset, char* error, size_t error_bytes);
 
 #ifdef __cplusplus
 } /* extern "C" */
