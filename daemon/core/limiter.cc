@@ -410,7 +410,8 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
                                     TimeUs now) {
   const std::uint32_t origin_index = ledger_.intern_origin(origin);
   if (origin_index == Ledger::kNoOrigin) return 0;
-  const std::uint64_t increase = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  const Ledger::Merged merged = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;
   ++stats_.remote_increases;
   const std::optional<BucketParams> params = params_for_key(key);
@@ -430,7 +431,10 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
   } else {
     bucket->refill(*params, now);
   }
-  const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(increase, kMaxTokens));
+  // History (consumption from before we started) up to one burst per key.
+  const std::uint64_t owed =
+      ledger_.charge_for(key, merged, static_cast<std::uint64_t>(params->burst));
+  const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
   bucket->charge(charge);
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
   return increase;
