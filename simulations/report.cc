@@ -157,6 +157,10 @@ void print_table(const Results& r, std::ostream& out) {
       std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
           std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
+  if (c.history_forgiven > 0) {
+    row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
+        "from before a node started, beyond a key's burst");
+  }
   if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
           c.malformed_payloads >
       0) {
@@ -247,6 +251,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"piggyback_trimmed\": " << c.piggyback_trimmed
       << ", \"malformed_payloads\": " << c.malformed_payloads
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged
+      << ", \"history_forgiven\": " << c.history_forgiven
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

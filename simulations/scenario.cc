@@ -220,6 +220,7 @@ void read_cluster(Reader& r, ClusterParams& c) {
   r.integer("indirect_probes", m.indirect_probes, 0, 64);
   r.duration("suspicion_timeout", m.suspicion_timeout_us, 1000);
   r.duration("dead_retention", m.dead_retention_us, 1000);
+  r.duration("rejoin_interval", m.rejoin_interval_us, 0);
   r.integer("max_members", m.max_members, 2, 1'000'000);
   r.integer("max_piggyback", m.max_piggyback, 0, 1000);
   r.duration("tick", c.tick_us, 0);

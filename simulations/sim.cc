@@ -231,6 +231,7 @@ class Simulation {
     t.malformed_payloads += c.malformed_payloads;
     const core::LimiterStats& l = node.limiter->stats();
     t.remote_tokens_charged += l.remote_tokens_charged;
+    t.history_forgiven += node.limiter->ledger().history_forgiven();
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

@@ -73,8 +73,8 @@ void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   state.entries[static_cast<std::size_t>(state.own)].consumed += cost;
 }
 
-std::uint64_t Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
-                            std::uint64_t consumed, TimeUs now) {
+Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
+                             std::uint64_t consumed, TimeUs now) {
   assert(origin < origins_.size());
   auto it = keys_.find(key);
   if (it != keys_.end()) {
@@ -83,17 +83,34 @@ std::uint64_t Ledger::merge(std::string_view key, std::uint32_t origin, std::uin
       Entry& e = state.entries[i];
       if (e.origin != origin || e.incarnation != incarnation) continue;
       // Our own live entry only ever grows here; peers merely echo it.
-      if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return 0;
+      if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return {};
       const std::uint64_t increase = consumed - e.consumed;
       e.consumed = consumed;
       touch(key, now);
-      return increase;
+      return {increase, 0};
     }
   }
-  if (consumed == 0) return 0;
+  if (consumed == 0) return {};
   KeyState& state = touch(key, now);
   state.entries.push_back({origin, incarnation, consumed});
-  return consumed;
+  // First sight. An entry that began before we did is history: what it
+  // consumed so far was charged to our peers while we did not exist.
+  return {consumed, incarnation < incarnation_ ? consumed : 0};
+}
+
+std::uint64_t Ledger::charge_for(std::string_view key, const Merged& merged,
+                                 std::uint64_t history_cap) {
+  assert(merged.history <= merged.increase);
+  if (merged.history == 0) return merged.increase;
+  auto it = keys_.find(key);
+  assert(it != keys_.end());  // merged just now
+  KeyState& state = it->second;
+  const std::uint64_t room =
+      history_cap > state.history_charged ? history_cap - state.history_charged : 0;
+  const std::uint64_t charged = std::min(merged.history, room);
+  state.history_charged += charged;
+  history_forgiven_ += merged.history - charged;
+  return merged.increase - merged.history + charged;
 }
 
 const Ledger::KeyState* Ledger::find(std::string_view key) const {
@@ -124,9 +141,8 @@ void Ledger::compact_changed() {
 
 void Ledger::visit_slice(std::size_t max_visits,
                          const std::function<void(const std::string&, const KeyState&)>& visit) {
-  walk(keys_, slice_cursor_, max_visits, [&](const std::string& key, const KeyState& state) {
-    visit(key, state);
-  });
+  walk(keys_, slice_cursor_, max_visits,
+       [&](const std::string& key, const KeyState& state) { visit(key, state); });
 }
 
 std::size_t Ledger::sweep(std::size_t max_visits,

@@ -9,6 +9,14 @@
 // the same key starts at zero under a larger incarnation, so a peer still
 // holding the old value never mistakes the new one for old news.
 //
+// History (see docs/cluster.md, "Restarts and new nodes"): an entry that
+// began before this process started (its incarnation, the wall-clock time of
+// its creation, is below ours) holds consumption our peers were charged with
+// while we did not exist and have partly refilled since. Its value at first
+// sight is history; a key's bucket is charged with at most one burst of
+// history in total, the rest is forgiven (counted). Every later increase is
+// charged in full.
+//
 // Garbage collection (see docs/cluster.md): a key's entries are forgotten
 // once none changed for its retention time and its bucket is full (all debt
 // repaid). Anti-entropy offers only entries that changed within half the
@@ -38,10 +46,18 @@ class Ledger {
   };
   struct KeyState {
     std::vector<Entry> entries;
-    TimeUs changed_us = 0;        // last time any entry grew (our clock)
-    std::int32_t own = -1;        // index of our own entry, -1 none
-    std::uint16_t sends_left = 0; // gossip rounds this key is still sent in
-    bool queued = false;          // in the changed list
+    TimeUs changed_us = 0;              // last time any entry grew (our clock)
+    std::int32_t own = -1;              // index of our own entry, -1 none
+    std::uint16_t sends_left = 0;       // gossip rounds this key is still sent in
+    bool queued = false;                // in the changed list
+    std::uint64_t history_charged = 0;  // history charged so far (charge_for)
+  };
+  // What one merge did.
+  struct Merged {
+    std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate
+    // Of `increase`, the part that is history: the whole value of an entry
+    // seen for the first time whose incarnation is below our process's.
+    std::uint64_t history = 0;
   };
 
   // Our identity: `origin_id` (the node id) and the process incarnation,
@@ -61,10 +77,15 @@ class Ledger {
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
 
   // Merges an absolute value; returns by how much it raised what we knew (0
-  // for old news or a duplicate). Our own current entries are never raised by
-  // peers (they only echo what we sent).
-  std::uint64_t merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
-                      std::uint64_t consumed, TimeUs now);
+  // for old news or a duplicate) and how much of that is history. Our own
+  // current entries are never raised by peers (they only echo what we sent).
+  Merged merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
+               std::uint64_t consumed, TimeUs now);
+
+  // What `key`'s bucket is to be charged for `merged` (the result of a merge
+  // of `key`): the increase, with history counted only while the key's
+  // history charged so far stays within `history_cap` (the key's burst).
+  std::uint64_t charge_for(std::string_view key, const Merged& merged, std::uint64_t history_cap);
 
   const KeyState* find(std::string_view key) const;
 
@@ -89,6 +110,8 @@ class Ledger {
   std::size_t size() const { return keys_.size(); }
   std::size_t origin_count() const { return origins_.size(); }
   std::uint64_t origins_over_bound() const { return origins_over_bound_; }
+  // Tokens of history not charged because a key's history_cap was reached.
+  std::uint64_t history_forgiven() const { return history_forgiven_; }
 
   static constexpr std::uint32_t kNoOrigin = UINT32_MAX;
   static constexpr std::size_t kMaxOrigins = 1 << 16;
@@ -110,6 +133,7 @@ class Ledger {
   std::size_t slice_cursor_ = 0;
   std::size_t sweep_cursor_ = 0;
   std::uint64_t origins_over_bound_ = 0;
+  std::uint64_t history_forgiven_ = 0;
 };
 
 }  // namespace rlimit::core

@@ -668,7 +668,8 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
                                     TimeUs now) {
   const std::uint32_t origin_index = ledger_.intern_origin(origin);
   if (origin_index == Ledger::kNoOrigin) return 0;
-  const std::uint64_t increase = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  const Ledger::Merged merged = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;
   ++stats_.remote_increases;
   const std::optional<CompiledLimit> limit = limit_for_key(key);
@@ -677,7 +678,14 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
     ++stats_.remote_unknown_keys;
     return increase;
   }
-  const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(increase, kMaxTokens));
+  // What to charge, once there is a state to charge it to: history
+  // (consumption from before this process started) at most one burst per key.
+  const auto charge_now = [&] {
+    const std::uint64_t owed =
+        ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
+  };
+  std::int64_t charge = 0;
   const bool room = total_keys() < options_.max_keys;
   if (in_cell(limit->params)) {
     const bool token_bucket = limit->token_bucket();
@@ -694,6 +702,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
     } else if (token_bucket) {
       cell->as<TokenBucket>().refill(limit->bucket, now);
     }
+    charge = charge_now();
     if (token_bucket) {
       cell->as<TokenBucket>().charge(charge);
     } else {
@@ -709,6 +718,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
       }
       ++stats_.keys_created;
     }
+    charge = charge_now();
     charge_remote_state(*state, limit->params, charge, now);
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);

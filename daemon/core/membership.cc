@@ -174,6 +174,7 @@ void Membership::start(TimeUs now, Outbox& out) {
   next_probe_us_ = now + static_cast<TimeUs>(
                              random_below(rng_, std::max<TimeUs>(options_.probe_interval_us, 1)));
   next_join_us_ = now + options_.join_retry_interval_us;
+  next_rejoin_us_ = now + options_.rejoin_interval_us;
   if (!has_seeds()) {
     joined_ = true;  // nobody to join: a cluster of one until someone joins us
     return;
@@ -236,6 +237,10 @@ void Membership::tick(TimeUs now, Outbox& out) {
       } else {
         reconnect(out);
       }
+    }
+    if (options_.rejoin_interval_us > 0 && now >= next_rejoin_us_) {
+      next_rejoin_us_ = now + options_.rejoin_interval_us;
+      if (joined_ && !live_peers().empty()) rejoin(out);
     }
     check_probes(now, out);
     if (now >= next_probe_us_) {
@@ -418,6 +423,14 @@ void Membership::apply_about_self(MemberState state, std::uint64_t incarnation, 
   if (leaving_) return;
   if (w < v) {
     ++stats_.stale_updates;
+    // Whoever still passes this on never got our newer record: it spread
+    // while they were cut off from us (a partition during which we refuted a
+    // suspicion on our side), and that record's retransmissions are spent.
+    // Dropping the news would leave them believing it for good; announce our
+    // record again instead. The news often comes straight from a holder (a
+    // reconnect Ping carries its DEAD record of us), so our reply carries it.
+    ++stats_.reannouncements;
+    enqueue(self.id);
     return;
   }
   // News about a later incarnation than ours (our incarnation went backwards
@@ -457,10 +470,17 @@ void Membership::piggyback(PeerMessage& message, std::string_view to_id) {
   // The receiver is the one member sure to see this message: if we suspect
   // it or think it dead, tell it, so it refutes now instead of whenever the
   // gossip happens to reach it (or never, once our update is exhausted).
+  //
+  // And our own record: a member we think dead was most likely cut off from
+  // us (a partition), so it likely holds as old a view of us, and our newer
+  // record (a refutation made meanwhile) never reached it.
   if (const Member* to = to_id.empty() ? nullptr : find(to_id);
       to != nullptr && room() > 0 &&
       (to->state == MemberState::kSuspect || to->state == MemberState::kDead) && !present(to->id)) {
     fill_update(*to, *message.add_members());
+    if (to->state == MemberState::kDead && room() > 0 && !present(self().id)) {
+      fill_update(self(), *message.add_members());
+    }
   }
   if (pending_updates_.empty() || room() == 0) return;
 
@@ -509,13 +529,41 @@ void Membership::send_joins(Outbox& out) {
   for (auto it = seeds.begin(); it != seeds.end(); ++it) {
     if (it->empty() || *it == options_.address) continue;
     if (std::find(seeds.begin(), it, *it) != it) continue;  // listed twice
-    PeerMessage message;
-    message.mutable_join();
-    // A seed's id is unknown until it answers; no receiver-specific record.
-    piggyback(message, {});
-    out.push_back(OutMessage{*it, std::move(message)});
+    out.push_back(OutMessage{*it, join_message()});
     ++stats_.joins_sent;
   }
+}
+
+PeerMessage Membership::join_message() {
+  PeerMessage message;
+  message.mutable_join();
+  // Our own record first: a seed that holds an older one of us (it thought
+  // us dead) learns the newer one from the Join itself. A seed's id is
+  // unknown until it answers, so no receiver-specific record.
+  fill_update(self(), *message.add_members());
+  piggyback(message, {});
+  return message;
+}
+
+void Membership::rejoin(Outbox& out) {
+  // One seed per call, round-robin over those that are not a live member
+  // (by address): a seed on the far side of a healed partition answers with
+  // its whole table, which brings back members this node has forgotten, and
+  // the seed spreads our record on its side.
+  const auto& seeds = options_.seeds;
+  std::vector<const std::string*> candidates;
+  for (auto it = seeds.begin(); it != seeds.end(); ++it) {
+    if (it->empty() || *it == options_.address) continue;
+    if (std::find(seeds.begin(), it, *it) != it) continue;  // listed twice
+    const bool live = std::any_of(members_.begin() + 1, members_.end(), [&](const Member& m) {
+      return is_live(m.state) && m.address == *it;
+    });
+    if (!live) candidates.push_back(&*it);
+  }
+  if (candidates.empty()) return;
+  const std::string& seed = *candidates[rejoin_cursor_++ % candidates.size()];
+  out.push_back(OutMessage{seed, join_message()});
+  ++stats_.rejoins_sent;
 }
 
 void Membership::send_join_reply(const std::string& address, Outbox& out) const {

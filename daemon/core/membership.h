@@ -13,7 +13,15 @@
 //   SUSPECT(w) applies if w > v, or w == v and the member is ALIVE
 //   DEAD(w) / LEFT(w) apply if w >= v and the member is not DEAD/LEFT already
 // About itself, a node ignores DEAD/SUSPECT news by raising seq above it and
-// announcing ALIVE (unless it is leaving).
+// announcing ALIVE (unless it is leaving). Older bad news about itself (below
+// its version) is not refuted again, but its current ALIVE record is announced
+// again: whoever passes such news on never got that record.
+//
+// Healing a partition: every join_retry_interval a node pings one member it
+// thinks DEAD; a message to a DEAD member carries that member's record and
+// ours, so both sides learn each other's newer versions in one round trip.
+// Every rejoin_interval a node also sends Join to one seed that is not a live
+// member, which brings back members forgotten after dead_retention.
 //
 // Not thread-safe; deterministic given the seed and the inputs.
 #pragma once
@@ -44,28 +52,35 @@ struct Member {
 
 struct MembershipOptions {
   std::string node_id;
-  std::string address;             // our own host:port as peers should reach it
-  std::uint64_t incarnation = 0;   // larger on every restart (the shell uses start time)
-  std::vector<std::string> seeds;  // host:port; our own address is skipped
-  TimeUs probe_interval_us = 500'000;     // one probe per interval (round-robin)
-  TimeUs probe_timeout_us = 200'000;      // direct ack deadline, then indirect probes
-  std::uint32_t indirect_probes = 3;      // k
+  std::string address;                 // our own host:port as peers should reach it
+  std::uint64_t incarnation = 0;       // larger on every restart (the shell uses start time)
+  std::vector<std::string> seeds;      // host:port; our own address is skipped
+  TimeUs probe_interval_us = 500'000;  // one probe per interval (round-robin)
+  TimeUs probe_timeout_us = 200'000;   // direct ack deadline, then indirect probes
+  std::uint32_t indirect_probes = 3;   // k
   TimeUs suspicion_timeout_us = 2'000'000;
-  TimeUs join_retry_interval_us = 1'000'000;   // re-send Join to seeds until joined
-  TimeUs dead_retention_us = 60'000'000;       // forget DEAD/LEFT members after this
-  std::uint32_t max_members = 4096;            // bound; extra members are dropped and counted
-  std::uint32_t max_piggyback = 8;             // member updates added per message
-  std::uint32_t retransmit_mult = 3;           // each update is piggybacked mult*ceil(log2(n+1)) times
+  TimeUs join_retry_interval_us = 1'000'000;  // re-send Join to seeds until joined
+  TimeUs dead_retention_us = 60'000'000;      // forget DEAD/LEFT members after this
+  // Join again through one seed that is not a live member, one seed per
+  // interval: after a partition longer than dead_retention_us each side has
+  // forgotten the other and has live peers, so nothing else reconnects them.
+  // 0: never.
+  TimeUs rejoin_interval_us = 10'000'000;
+  std::uint32_t max_members = 4096;   // bound; extra members are dropped and counted
+  std::uint32_t max_piggyback = 8;    // member updates added per message
+  std::uint32_t retransmit_mult = 3;  // each update is piggybacked mult*ceil(log2(n+1)) times
 };
 
 struct MembershipStats {
   std::uint64_t probes_sent = 0;
   std::uint64_t indirect_probes_sent = 0;
   std::uint64_t acks_received = 0;
-  std::uint64_t suspicions = 0;        // members this node marked SUSPECT
-  std::uint64_t deaths = 0;            // members this node marked DEAD (timeout or news)
-  std::uint64_t refutations = 0;       // times this node refuted news about itself
+  std::uint64_t suspicions = 0;       // members this node marked SUSPECT
+  std::uint64_t deaths = 0;           // members this node marked DEAD (timeout or news)
+  std::uint64_t refutations = 0;      // times this node refuted news about itself
+  std::uint64_t reannouncements = 0;  // older bad news about itself answered with its record
   std::uint64_t joins_sent = 0;
+  std::uint64_t rejoins_sent = 0;        // Joins to a seed that was not a live member
   std::uint64_t members_over_bound = 0;  // updates dropped because of max_members
   std::uint64_t stale_updates = 0;       // updates older than what we know
 };
@@ -141,6 +156,9 @@ class Membership {
             peer::v1::PeerMessage message);
   bool has_seeds() const;
   void send_joins(Outbox& out);
+  // A Join carrying our own record and pending updates.
+  peer::v1::PeerMessage join_message();
+  void rejoin(Outbox& out);
   void send_join_reply(const std::string& address, Outbox& out) const;
   void on_ping_req(const peer::v1::PeerMessage& message, TimeUs now, Outbox& out);
   void on_ack(const peer::v1::PeerMessage& message, Outbox& out);
@@ -162,6 +180,8 @@ class Membership {
   std::size_t probe_cursor_ = 0;
   TimeUs next_probe_us_ = 0;
   TimeUs next_join_us_ = 0;
+  TimeUs next_rejoin_us_ = 0;
+  std::size_t rejoin_cursor_ = 0;
   std::uint64_t next_probe_id_ = 1;
 };
 

@@ -51,6 +51,9 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("members_suspect", by_state[static_cast<int>(core::MemberState::kSuspect)]);
     add_counter("members_dead", by_state[static_cast<int>(core::MemberState::kDead)]);
     add_counter("members_left", by_state[static_cast<int>(core::MemberState::kLeft)]);
+    // Tokens of consumption from before this process started that were not
+    // charged: each key takes at most one burst of it (docs/cluster.md).
+    add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
 }

@@ -90,7 +90,7 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
 // order.
 template <typename F>
 void for_each_membership_stat(const core::MembershipStats& s, F&& f) {
-  static_assert(sizeof(core::MembershipStats) == 9 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::MembershipStats) == 11 * sizeof(std::uint64_t),
                 "list every MembershipStats field in for_each_membership_stat");
   f(std::string_view("members_probes_sent"), s.probes_sent);
   f(std::string_view("members_indirect_probes_sent"), s.indirect_probes_sent);
@@ -98,7 +98,9 @@ void for_each_membership_stat(const core::MembershipStats& s, F&& f) {
   f(std::string_view("members_suspicions"), s.suspicions);
   f(std::string_view("members_deaths"), s.deaths);
   f(std::string_view("members_refutations"), s.refutations);
+  f(std::string_view("members_reannouncements"), s.reannouncements);
   f(std::string_view("members_joins_sent"), s.joins_sent);
+  f(std::string_view("members_rejoins_sent"), s.rejoins_sent);
   f(std::string_view("members_over_bound"), s.members_over_bound);
   f(std::string_view("members_stale_updates"), s.stale_updates);
 }

@@ -491,6 +491,69 @@ TEST(MembershipTest, RefutesSuspicionAboutItself) {
   EXPECT_EQ(m.stats().refutations, 2u);
 }
 
+// Finding 4 of docs/accuracy.md. During a partition a node refutes a
+// suspicion raised on its own side (seq 0 -> 3); the other side still holds it
+// DEAD at seq 0. That old DEAD record, when it reaches the node (in a
+// reconnect Ping), must not be dropped as merely stale: the holder never got
+// the newer record, so the node announces it again, first in its answer.
+TEST(MembershipTest, StaleDeathNewsAboutItselfIsAnsweredWithTheNewerRecord) {
+  Membership m(options_for(0, {}, 4), 1);
+  Outbox out;
+  m.start(0, out);
+  PeerMessage suspect = from("b", 1);
+  add_update(suspect, id_of(0), MemberUpdate::SUSPECT, 4, 2);
+  suspect.mutable_ack();
+  m.on_message(suspect, 10, out);
+  ASSERT_EQ(m.self().seq, 3u);
+  // The refutation is spread and exhausted while "c" is cut off.
+  for (int i = 0; i < 100; ++i) {
+    PeerMessage drain;
+    m.add_piggyback(drain);
+  }
+  // "c" thinks us DEAD at seq 0 and, to reconnect, pings us with that record.
+  PeerMessage ping = from("c", 1);
+  add_update(ping, id_of(0), MemberUpdate::DEAD, 4, 0);
+  ping.mutable_ping()->set_probe_id(9);
+  out.clear();
+  m.on_message(ping, 20, out);
+  EXPECT_EQ(m.self().seq, 3u) << "stale news is not refuted again";
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].message.has_ack());
+  ASSERT_GE(out[0].message.members_size(), 1);
+  const MemberUpdate& first = out[0].message.members(0);
+  EXPECT_EQ(first.node_id(), id_of(0));
+  EXPECT_EQ(first.state(), MemberUpdate::ALIVE);
+  EXPECT_EQ(first.seq(), 3u);
+  EXPECT_EQ(m.stats().reannouncements, 1u);
+}
+
+// To a member we think dead (a reconnect Ping, an answer to one) we send our
+// own record too: it likely holds an old view of us as well, and this message
+// is the one sure to reach it.
+TEST(MembershipTest, MessagesToADeadMemberCarryOurOwnRecord) {
+  Membership m(options_for(0, {}, 4), 1);
+  Outbox out;
+  m.start(0, out);
+  PeerMessage news = from("b", 1);
+  add_update(news, "c", MemberUpdate::DEAD, 1, 0);
+  news.mutable_ack();
+  m.on_message(news, 10, out);
+  for (int i = 0; i < 100; ++i) {
+    PeerMessage drain;
+    m.add_piggyback(drain);
+  }
+  PeerMessage ping = from("c", 1);
+  ping.mutable_ping()->set_probe_id(9);
+  out.clear();
+  m.on_message(ping, 20, out);
+  ASSERT_EQ(out.size(), 1u);
+  bool self_record = false;
+  for (const MemberUpdate& u : out[0].message.members()) {
+    self_record |= u.node_id() == id_of(0) && u.state() == MemberUpdate::ALIVE;
+  }
+  EXPECT_TRUE(self_record);
+}
+
 TEST(MembershipTest, PiggybackIsBoundedAndRetransmittedLogN) {
   MembershipOptions options = options_for(0, {});
   options.max_piggyback = 4;
@@ -1004,6 +1067,74 @@ TEST(MembershipSimTest, PartitionLongerThanSuspicionHeals) {
   EXPECT_TRUE(net.run_until([&] { return all_see(net, range(6), range(6), MemberState::kAlive); },
                             10 * kUsPerSecond))
       << "at " << net.now();
+}
+
+// Finding 4 of docs/accuracy.md: both sides declare the other dead; during
+// the partition nodes on each side refute suspicions raised on their own side
+// (their seq rises), so each side's DEAD records of the other are older than
+// their subjects. Before the fix nobody answered such stale news, nobody
+// learned the newer records, and the split stayed for good.
+TEST(MembershipSimTest, PartitionHealsAfterRefutationsOnEachSide) {
+  Network net;
+  start_cluster(net, 6);
+  auto side = [](int i) { return i < 3; };
+  net.cut = [&](int from, int to) { return side(from) != side(to); };
+  const std::vector<int> left{0, 1, 2}, right{3, 4, 5};
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        return all_see(net, left, right, MemberState::kDead) &&
+               all_see(net, right, left, MemberState::kDead);
+      },
+      15 * kUsPerSecond));
+  // A suspicion on its own side about every node, which each refutes.
+  for (int i = 0; i < 6; ++i) {
+    const int informant = side(i) ? (i + 1) % 3 : 3 + (i + 1) % 3;
+    PeerMessage msg = from(id_of(informant));
+    msg.set_from_address(address_of(informant));
+    add_update(msg, id_of(i), MemberUpdate::SUSPECT, 1, net.node(i).self().seq);
+    msg.mutable_ack();
+    Outbox out;
+    net.node(i).on_message(msg, net.now(), out);
+    ASSERT_GE(net.node(i).self().seq, 1u);
+  }
+  net.run_for(5 * kUsPerSecond);
+  net.cut = nullptr;
+  EXPECT_TRUE(net.run_until([&] { return all_see(net, range(6), range(6), MemberState::kAlive); },
+                            10 * kUsPerSecond))
+      << "at " << net.now();
+}
+
+// A partition longer than dead_retention: each side forgets the other, so no
+// reconnect Ping is left, and each side still has live peers, so nobody joins.
+// A node whose seed is not a live member joins through it again every
+// rejoin_interval.
+TEST(MembershipSimTest, PartitionLongerThanDeadRetentionHealsThroughTheSeed) {
+  Network net;
+  for (int i = 0; i < 6; ++i) {
+    MembershipOptions options = options_for(i, {address_of(0)});
+    options.dead_retention_us = 5 * kUsPerSecond;
+    options.rejoin_interval_us = 2 * kUsPerSecond;
+    net.add(i, options, 700 + i);
+  }
+  ASSERT_TRUE(net.run_until([&] { return all_see(net, range(6), range(6), MemberState::kAlive); },
+                            10 * kUsPerSecond));
+  auto side = [](int i) { return i < 3; };
+  net.cut = [&](int from, int to) { return side(from) != side(to); };
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        for (int i = 0; i < 6; ++i) {
+          if (net.node(i).members().size() != 3) return false;
+        }
+        return true;
+      },
+      30 * kUsPerSecond));
+  net.cut = nullptr;
+  EXPECT_TRUE(net.run_until([&] { return all_see(net, range(6), range(6), MemberState::kAlive); },
+                            10 * kUsPerSecond))
+      << "at " << net.now();
+  std::uint64_t rejoins = 0;
+  for (int i = 0; i < 6; ++i) rejoins += net.node(i).stats().rejoins_sent;
+  EXPECT_GT(rejoins, 0u);
 }
 
 TEST(MembershipSimTest, NodeLeftWithoutPeersRejoinsThroughItsSeed) {

@@ -195,6 +195,47 @@ TEST(ReplicationTest, RestartedNodeKeepsItsOldConsumptionInForce) {
   EXPECT_EQ(a2.ledger_view(), b.ledger_view());
 }
 
+// Finding 3 of docs/accuracy.md. A node that starts (or restarts) after the
+// cluster has run a while learns every origin's cumulative counter; charging
+// it all put the node 900 tokens in debt here, while its peers had refilled
+// long since, and it admitted nothing for as long as the others consumed
+// every refill. History (entries older than the process) is charged up to
+// one burst per key: the node starts empty, not in debt. Consumption by an
+// origin that began after it (a partition's, say) is still charged in full.
+TEST(ReplicationTest, ANodeStartedLaterIsChargedAtMostOneBurstOfHistory) {
+  const RuleSet rules = one_rule(100, kUsPerSecond, 100);
+  const TimeUs epoch = 1'000 * kUsPerSecond;  // wall clock at a's start
+  Node a("a", rules, epoch, 0);
+  // a consumes 1,000 over 10 s, at the limit.
+  TimeUs now = 0;
+  for (int i = 0; i < 1000; ++i) {
+    now = i * 10'000;
+    ASSERT_TRUE(a.consume("x", 1, now)) << i;
+  }
+  // b starts at 20 s (its incarnation is the wall clock then) and learns it.
+  const TimeUs b_start = 20 * kUsPerSecond;
+  Node b("b", rules, epoch + b_start, b_start);
+  for (const Message& m : a.snapshot()) b.deliver(m, b_start);
+  EXPECT_EQ(b.tokens("x", b_start), 0);  // was 100 - 1000 = -900
+  EXPECT_EQ(b.retry_after_us("x", 1, b_start), 10'000);
+  EXPECT_EQ(a.tokens("x", b_start), 100);
+  EXPECT_EQ(b.limiter->ledger().history_forgiven(), 900u);
+  EXPECT_EQ(b.ledger_view(), a.ledger_view());  // the counters themselves are whole
+  // Later growth of the old entry is charged in full.
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(a.consume("x", 1, b_start));
+  for (const Message& m : a.snapshot()) b.deliver(m, b_start);
+  // Balance -30: one token needs 31 of refill at 100/s.
+  EXPECT_EQ(b.retry_after_us("x", 1, b_start), 310'000);
+  // So is all of an origin that began after b, beyond any burst.
+  Node c("c", rules, epoch + b_start + 1, b_start + 1);
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 100; ++j) ASSERT_TRUE(c.consume("x", 1, b_start + 1 + i * kUsPerSecond));
+  }
+  for (const Message& m : c.snapshot()) b.deliver(m, b_start + 1);
+  // Balance -530, less the 1 us of refill (0.0001 tokens): 531 to go.
+  EXPECT_EQ(b.retry_after_us("x", 1, b_start + 1), 5'310'000 - 1);
+}
+
 TEST(ReplicationTest, IdleCountersAreForgottenOnlyAfterRetentionAndRepayment) {
   const RuleSet rules = one_rule(10, kUsPerSecond, 10);
   Node a("a", rules, 1, 0), b("b", rules, 2, 0);

@@ -40,6 +40,50 @@ TEST(AccuracyTest, PartitionExcessIsBoundedThenRepaid) {
   }
 }
 
+// Finding 4 of docs/accuracy.md: under 10% loss (seed 6) and 29% loss (the
+// swarm's worst run before the fix), membership stayed split after the heal
+// and the cluster over-admitted without bound (+62%, +61%). Now every node
+// sees all 4 peers at the end, the excess stays within the partition bound
+// (P - 1) x L x 10 s, and it is repaid.
+TEST(AccuracyTest, PartitionUnderLossHealsAndIsRepaid) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"network.loss=0.1"},
+      {"network.loss=0.2947", "network.delay=\"10886us\"", "network.jitter=\"626us\"",
+       "network.duplicate=0.0571", "network.reorder=0.1384"},
+  };
+  const std::vector<std::uint64_t> seeds = {6, 3};
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const Results r = run(shipped("partition", cases[c]), seeds[c]);
+    for (std::size_t i = 0; i < r.per_node.size(); ++i) {
+      EXPECT_EQ(r.per_node[i].live_peers_end, 4) << "case " << c << " node " << i;
+    }
+    const double bound = (2 - 1) * 100.0 * 10;  // (P - 1) x L x duration
+    EXPECT_LE(r.peak_excess, bound * 1.1) << "case " << c;
+    EXPECT_LE(std::abs(r.final_excess), 0.01 * static_cast<double>(r.ideal)) << "case " << c;
+    ASSERT_EQ(r.convergence.size(), 1u);
+    EXPECT_GE(r.convergence[0].counters_after_us, 0) << "case " << c;
+    EXPECT_LE(r.convergence[0].counters_after_us, 2'000'000) << "case " << c;
+  }
+}
+
+// A partition of 80 s, longer than dead_retention (60 s): each side forgets
+// the other, and only the seed rejoin (every rejoin_interval, 10 s) brings
+// them back. The excess is the partition's, (P - 1) x L x 80 s, not more.
+TEST(AccuracyTest, PartitionLongerThanDeadRetentionHealsThroughTheSeeds) {
+  const Results r = run(
+      shipped("partition", {"network.loss=0.1", "duration=\"150s\"", "partition.0.end=\"90s\""}),
+      6);
+  for (std::size_t i = 0; i < r.per_node.size(); ++i) {
+    EXPECT_EQ(r.per_node[i].live_peers_end, 4) << "node " << i;
+  }
+  const double bound = (2 - 1) * 100.0 * 80;
+  EXPECT_LE(r.peak_excess, bound * 1.1);
+  EXPECT_LE(r.final_excess, 0.1 * bound);
+  ASSERT_EQ(r.convergence.size(), 1u);
+  EXPECT_GE(r.convergence[0].counters_after_us, 0);
+  EXPECT_LE(r.convergence[0].counters_after_us, 12'000'000);
+}
+
 // With both sides over the limit, the debts are equal and the nodes' views
 // of the balance agree again once the counters have spread.
 TEST(AccuracyTest, PartitionWithBothSidesSaturatedConverges) {
@@ -69,6 +113,41 @@ TEST(AccuracyTest, CrashExcessIsWhatFailedOpen) {
   ASSERT_EQ(r.convergence.size(), 1u);
   EXPECT_GE(r.convergence[0].counters_after_us, 0);
   EXPECT_LE(r.convergence[0].counters_after_us, 2'000'000);
+}
+
+// Finding 3 of docs/accuracy.md: the restarted node was charged with the
+// whole retained history (about 1,300 tokens) and admitted nothing for the
+// rest of the run. Now history is charged up to one burst per key
+// (docs/cluster.md, "Restarts and new nodes"): node 2 admits again within
+// 1 s of its restart, keeps admitting, its balance agrees with the others'
+// within 2 s, and the cluster's excess is still only what failed open.
+TEST(AccuracyTest, RestartedNodeAdmitsAgainWithinOneSecond) {
+  for (std::uint64_t seed : {1, 2, 3}) {
+    const Results r = run(shipped("crash"), seed);
+    const std::size_t samples = r.series.samples();
+    const auto sample_of = [&](TimeUs t) {
+      return static_cast<std::size_t>(t / r.series.sample_us);
+    };
+    const std::size_t restart = sample_of(15'000'000);
+    std::size_t first = samples;
+    std::uint64_t after = 0;
+    for (std::size_t s = restart; s < samples; ++s) {
+      const std::uint32_t admitted = r.series.per_node[2 * samples + s];
+      if (admitted > 0 && first == samples) first = s;
+      if (s >= sample_of(16'000'000)) after += admitted;
+    }
+    EXPECT_LE(first, sample_of(16'000'000)) << "seed " << seed;
+    // And it keeps admitting (before: 0 from 15 s to the end). How much
+    // depends on its tick phase, as every node's share does (58 to 201 tokens
+    // of 14 s for these seeds; moving the restart by 3.7 ms gives 280).
+    EXPECT_GE(after, 40u) << "seed " << seed;
+    ASSERT_EQ(r.convergence.size(), 1u);
+    EXPECT_GE(r.convergence[0].balances_after_us, 0) << "seed " << seed;
+    EXPECT_LE(r.convergence[0].balances_after_us, 2'000'000) << "seed " << seed;
+    EXPECT_NEAR(static_cast<double>(r.final_excess), static_cast<double>(r.fail_open),
+                0.02 * static_cast<double>(r.ideal))
+        << "seed " << seed;
+  }
 }
 
 TEST(AccuracyTest, ClockDriftOfOnePercentStaysWithinTwoPercent) {
