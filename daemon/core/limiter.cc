@@ -374,19 +374,6 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     std::memcpy(at + kInlineKeyBytes, name.data(), name.size());
     p.key_bytes = key_used - p.key_offset;
   }
-  if (input.mode == CheckMode::kReserve) {
-    for (const Pending& p : pending_) {
-      if (p.limit == nullptr) continue;
-      const Algorithm algorithm = algorithm_of(p.limit->params);
-      if (algorithm == Algorithm::kSlidingLog || algorithm == Algorithm::kConcurrency) {
-        return invalid("rule \"" + std::string(p.name) + "\" (" + algorithm_name(algorithm) +
-                       ") cannot reserve: a " + algorithm_name(algorithm) +
-                       (algorithm == Algorithm::kConcurrency
-                            ? " slot is held, not scheduled"
-                            : " logs a request when it is admitted, not when it proceeds"));
-      }
-    }
-  }
   if (pending_.empty()) {
     out.allowed = true;
     out.status = any_skipped ? CheckStatus::kExempt : CheckStatus::kOk;
@@ -487,7 +474,14 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       }
       if (!p.hard_token_bucket || reserve) {
         alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
-        if (reserve && !v.allowed && v.retry_after_us >= 0 &&
+        // A sliding log logs a request when it is admitted, not when it
+        // proceeds (a deferred one would expire early), and a concurrency
+        // slot is held, not scheduled: those two decide a reserve now.
+        const bool schedules = p.limit == nullptr || (algorithm_of(p.limit->params) !=
+                                                          Algorithm::kSlidingLog &&
+                                                      algorithm_of(p.limit->params) !=
+                                                          Algorithm::kConcurrency);
+        if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
             (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
           // Taken now, proceeding when it would have fit.
           v.allowed = true;

@@ -54,7 +54,9 @@ enum class CheckMode : std::uint8_t {
   kCheck,    // decide, and consume when allowed
   kPeek,     // decide as kCheck would, consume nothing
   kReserve,  // admit now if the wait until the cost fits is within max_wait_us,
-             // consume now, and say how long to wait before proceeding
+             // consume now, and say how long to wait before proceeding;
+             // sliding_log and concurrency rules cannot schedule and decide
+             // as kCheck does (a concurrency slot is free now or refused)
 };
 
 struct CheckInput {

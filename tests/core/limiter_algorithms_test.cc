@@ -173,16 +173,27 @@ TEST(LimiterAlgorithmsTest, ReserveOnAWindowWaitsForTheNextWindow) {
   EXPECT_EQ(alice.allowed_of(limiter, now + 750'000, 5), 1);
 }
 
-TEST(LimiterAlgorithmsTest, ReserveIsRefusedWhereItCannotMeanAnything) {
+// A sliding log and a concurrency rule cannot schedule a request for later:
+// a reserve on them is decided now (an acquire on a concurrency rule takes a
+// lease when a slot is free), never with a delay.
+TEST(LimiterAlgorithmsTest, ReserveOnRulesThatCannotScheduleDecidesNow) {
   AlgorithmOptions lease;
   lease.lease_ttl_us = kSecond;
-  for (Rule rule : {rule_of("log", Algorithm::kSlidingLog, 5, kSecond, 5),
-                    rule_of("slots", Algorithm::kConcurrency, 5, kSecond, 5, lease)}) {
+  for (Rule rule : {rule_of("log", Algorithm::kSlidingLog, 2, kSecond, 2),
+                    rule_of("slots", Algorithm::kConcurrency, 2, kSecond, 2, lease)}) {
+    SCOPED_TRACE(rule.name);
     Limiter limiter = limiter_of({rule});
     Caller alice;
-    const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kReserve, kSecond);
-    EXPECT_EQ(out.status, CheckStatus::kInvalid);
-    EXPECT_NE(out.error.find("cannot reserve"), std::string::npos) << out.error;
+    for (int i = 0; i < 2; ++i) {
+      const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kReserve, kSecond);
+      ASSERT_EQ(out.status, CheckStatus::kOk) << out.error;
+      EXPECT_TRUE(out.allowed);
+      EXPECT_EQ(out.delay_us, 0);
+      EXPECT_EQ(out.rules[0].lease != alg::kNoTicket, rule.name == "slots");
+    }
+    const CheckOutput refused = alice.check(limiter, kStart, 1, CheckMode::kReserve, 10 * kSecond);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_GT(refused.rules[0].retry_after_us, 0);
   }
 }
 
