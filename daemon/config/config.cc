@@ -98,7 +98,8 @@ constexpr std::string_view kDaemonKeys[] = {
     "max_connections", "max_keys",        "key_table_full",
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
-    "max_response_bytes", "allow_reset"};
+    "max_response_bytes", "allow_reset",     "write_timeout",
+    "idle_timeout"};
 constexpr std::string_view kClusterKeys[] = {"mode",
                                              "name",
                                              "bind",
@@ -589,6 +590,12 @@ class Loader {
     read_uint32(daemon, "sweep_batch", prefix, kSweepBatchRange, out.sweep_batch);
     if (const toml::node* node = daemon.get("shutdown_grace")) {
       if (auto us = read_duration(*node, what("shutdown_grace"), 0)) out.shutdown_grace_us = *us;
+    }
+    if (const toml::node* node = daemon.get("write_timeout")) {
+      if (auto us = read_duration(*node, what("write_timeout"), 0)) out.write_timeout_us = *us;
+    }
+    if (const toml::node* node = daemon.get("idle_timeout")) {
+      if (auto us = read_duration(*node, what("idle_timeout"), 0)) out.idle_timeout_us = *us;
     }
     if (const toml::node* node = daemon.get("max_descriptors_per_check")) {
       if (auto n = read_integer(*node, what("max_descriptors_per_check"), kMaxDescriptorsPerCheckRange)) {

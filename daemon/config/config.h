@@ -25,6 +25,12 @@ struct DaemonSettings {
   std::int64_t sweep_interval_us = 100'000;   // how often idle buckets are swept
   std::uint32_t sweep_batch = 10'000;          // entries visited per sweep
   std::int64_t shutdown_grace_us = 2'000'000;  // time to finish in-flight replies
+  // A connection whose answer has not been fully written this long after the
+  // write began (its client stopped reading) is closed. 0: never.
+  std::int64_t write_timeout_us = 10'000'000;
+  // A connection that sends nothing for this long is closed. 0: never (the
+  // default: pooled clients keep idle connections).
+  std::int64_t idle_timeout_us = 0;
   bool allow_reset = true;  // clients may send ResetRequest (rlimitctl reset)
   core::LimiterOptions limiter;
 };

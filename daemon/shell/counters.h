@@ -18,6 +18,8 @@ struct ShellCounters {
   std::uint64_t read_errors = 0;               // other than a clean close by the peer
   std::uint64_t write_errors = 0;              // peer gone or not reading at shutdown
   std::uint64_t connections_force_closed = 0;  // still busy after shutdown_grace_us
+  std::uint64_t write_timeouts = 0;  // closed: an answer not taken within write_timeout
+  std::uint64_t idle_timeouts = 0;   // closed: nothing received within idle_timeout
   // Traffic.
   std::uint64_t bytes_received = 0;
   std::uint64_t bytes_sent = 0;
@@ -52,7 +54,7 @@ struct ShellCounters {
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 30 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 32 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -61,6 +63,8 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("read_errors"), c.read_errors);
   f(std::string_view("write_errors"), c.write_errors);
   f(std::string_view("connections_force_closed"), c.connections_force_closed);
+  f(std::string_view("write_timeouts"), c.write_timeouts);
+  f(std::string_view("idle_timeouts"), c.idle_timeouts);
   f(std::string_view("bytes_received"), c.bytes_received);
   f(std::string_view("bytes_sent"), c.bytes_sent);
   f(std::string_view("frames_received"), c.frames_received);

@@ -43,6 +43,8 @@ SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
   live("shutdown_grace_us", next.shutdown_grace_us, loaded.shutdown_grace_us);
   live("max_keys", next.limiter.max_keys, loaded.limiter.max_keys);
   live("allow_reset", next.allow_reset, loaded.allow_reset);
+  live("write_timeout_us", next.write_timeout_us, loaded.write_timeout_us);
+  live("idle_timeout_us", next.idle_timeout_us, loaded.idle_timeout_us);
 
   restart("node_id", next.node_id, loaded.node_id);
   restart("socket_path", next.socket_path, loaded.socket_path);

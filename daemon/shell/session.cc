@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -31,6 +32,7 @@ Session::Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
       counters_(counters),
       on_closed_(std::move(on_closed)),
       in_(kReadChunkBytes, '\0'),
+      deadline_(socket_.get_executor()),
       request_(std::make_unique<v1::Request>()),
       response_(std::make_unique<v1::Response>()) {}
 
@@ -89,8 +91,10 @@ asio::awaitable<void> Session::run() {
 
     prepare_read_space();
     reading_ = true;
+    arm(Deadline::kIdle, settings_.idle_timeout_us);
     auto [error, bytes] = co_await socket_.async_read_some(
         asio::buffer(in_.data() + in_end_, in_.size() - in_end_), as_tuple(use_awaitable));
+    disarm();
     reading_ = false;
     if (error) {
       if (error == asio::error::eof) {
@@ -168,9 +172,11 @@ Session::WriteStatus Session::write_now() {
 }
 
 asio::awaitable<bool> Session::write_rest() {
+  arm(Deadline::kWrite, settings_.write_timeout_us);
   auto [error, bytes] = co_await asio::async_write(
       socket_, asio::buffer(out_.data() + out_written_, out_.size() - out_written_),
       as_tuple(use_awaitable));
+  disarm();
   counters_.bytes_sent += bytes;
   if (error) {
     note_write_error(error);
@@ -186,6 +192,24 @@ void Session::note_write_error(const boost::system::error_code& error) {
     spdlog::debug("connection {}: write failed: {}", id_, error.message());
   }
 }
+
+void Session::arm(Deadline kind, std::int64_t timeout_us) {
+  if (timeout_us <= 0) return;
+  deadline_.expires_after(std::chrono::microseconds(timeout_us));
+  deadline_.async_wait([weak = weak_from_this(), kind, timeout_us](boost::system::error_code error) {
+    const std::shared_ptr<Session> self = weak.lock();
+    if (error || !self) return;  // disarmed, or the session is gone
+    const bool write = kind == Deadline::kWrite;
+    ++(write ? self->counters_.write_timeouts : self->counters_.idle_timeouts);
+    spdlog::warn("connection {}: {} for {} ms; closing", self->id_,
+                 write ? "the client took no answer" : "nothing received",
+                 timeout_us / 1000);
+    boost::system::error_code ignored;
+    self->socket_.close(ignored);  // the pending read or write ends aborted
+  });
+}
+
+void Session::disarm() { deadline_.cancel(); }
 
 void Session::written_all() {
   out_.clear();

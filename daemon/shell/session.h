@@ -3,11 +3,14 @@
 // one write. While it writes it does not read, so a client that does not read
 // its answers stops being read (backpressure). Kept alive by its own
 // coroutine (shared_from_this); the server holds only a weak_ptr. Runs on the
-// server's single thread; not thread-safe.
+// server's single thread; not thread-safe. A write the client does not take
+// within write_timeout, and (when set) a read that gets nothing within
+// idle_timeout, close the connection (counted: write_timeouts, idle_timeouts).
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -78,6 +81,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // failed.
   boost::asio::awaitable<bool> write_rest();
   void note_write_error(const boost::system::error_code& error);
+  // Closes the connection if the operation that follows has not finished
+  // within `timeout_us` (0: no deadline); disarm() when it has.
+  enum class Deadline { kWrite, kIdle };
+  void arm(Deadline kind, std::int64_t timeout_us);
+  void disarm();
   void written_all();
   // Moves the unconsumed bytes to the front and makes room to read the rest
   // of the pending frame.
@@ -102,6 +110,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<v1::Request> request_;
   std::unique_ptr<v1::Response> response_;
 
+  boost::asio::steady_timer deadline_;
   bool reading_ = false;
   bool stopping_ = false;
   bool warned_ = false;  // repeated non-fatal errors drop to debug level

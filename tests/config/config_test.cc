@@ -147,6 +147,19 @@ allow_reset = false
   EXPECT_FALSE(d.allow_reset);
 }
 
+TEST(ConfigTest, ConnectionTimeouts) {
+  const LoadResult defaults = load("");
+  ASSERT_TRUE(defaults.ok()) << all_errors(defaults);
+  EXPECT_EQ(defaults.config.daemon.write_timeout_us, 10 * kSecondUs);
+  EXPECT_EQ(defaults.config.daemon.idle_timeout_us, 0);
+  const LoadResult set = load("[daemon]\nwrite_timeout = \"0s\"\nidle_timeout = \"5m\"\n");
+  ASSERT_TRUE(set.ok()) << all_errors(set);
+  EXPECT_EQ(set.config.daemon.write_timeout_us, 0);
+  EXPECT_EQ(set.config.daemon.idle_timeout_us, 300 * kSecondUs);
+  EXPECT_TRUE(one_error("[daemon]\nidle_timeout = 5\n", 2, 16,
+                        {"daemon: idle_timeout must be a string such as \"1s\", not an integer"}));
+}
+
 TEST(ConfigTest, EveryLogLevelIsAccepted) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     const LoadResult result = load("[daemon]\nlog_level = \"" + std::string(level) + "\"\n");

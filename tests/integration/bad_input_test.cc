@@ -1,5 +1,6 @@
 // Bad input on the client socket: every kind gets a counted error, closes only
 // its own connection, and never disturbs another client.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -34,6 +35,26 @@ class RawConnection {
     std::string out;
     ASSERT_TRUE(wire::append_message_frame(out, request));
     send(out);
+  }
+
+  // Sends `frame` over and over without reading, until the socket takes no
+  // more (the daemon stopped reading because we do not take its answers);
+  // returns the frames sent. Bounded by `max_frames`.
+  int send_until_full(const std::string& frame, int max_frames) {
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    int sent = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (sent < max_frames && std::chrono::steady_clock::now() < deadline) {
+      const ssize_t n = ::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd pfd{fd_, POLLOUT, 0};
+        if (::poll(&pfd, 1, 200) <= 0) break;  // still full: the daemon stopped reading
+        continue;
+      }
+      if (n != static_cast<ssize_t>(frame.size())) break;
+      ++sent;
+    }
+    return sent;
   }
 
   // Reads one response frame; nullopt on close or after 5 s.
@@ -231,6 +252,55 @@ TEST_F(BadInputTest, ManyBadClientsAtOnceLeaveTheDaemonServing) {
   }
   expect_bystander_served();
   EXPECT_TRUE(daemon_->running());
+}
+
+// The bounds on a connection's time: a client that stops taking its answers
+// and one that sends nothing are closed, counted, and nobody else notices.
+class ConnectionTimeoutTest : public DaemonTest {
+ protected:
+  // Keys before the first table land in the fixture's [daemon] section.
+  void start_with(const std::string& daemon_keys) { start(daemon_keys + kRule); }
+};
+
+TEST_F(ConnectionTimeoutTest, AClientThatStopsReadingIsClosedAfterWriteTimeout) {
+  start_with("write_timeout = \"300ms\"\n");
+  Client bystander = client();
+  RawConnection raw(socket_path());
+  ASSERT_TRUE(raw.connected());
+  v1::Request status;
+  status.set_version(v1::VERSION_1);
+  status.mutable_status();
+  std::string frame;
+  ASSERT_TRUE(wire::append_message_frame(frame, status));
+  // Status answers are far larger than the request: the daemon's answers
+  // fill our receive buffer long before our requests fill its.
+  EXPECT_GT(raw.send_until_full(frame, 200'000), 0);
+  EXPECT_TRUE(eventually([&] { return counter(bystander, "write_timeouts") == 1; }))
+      << daemon_->log();
+  EXPECT_EQ(counter(bystander, "idle_timeouts"), 0);
+  EXPECT_TRUE(bystander.check(user("bystander")).allowed);
+  EXPECT_NE(daemon_->log().find("the client took no answer for 300 ms; closing"),
+            std::string::npos);
+}
+
+TEST_F(ConnectionTimeoutTest, ASilentClientIsClosedAfterIdleTimeoutOnlyWhenOneIsSet) {
+  start_with("idle_timeout = \"300ms\"\n");
+  RawConnection silent(socket_path());
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.closed_by_peer());
+  Client c = client();
+  EXPECT_EQ(counter(c, "idle_timeouts"), 1);
+}
+
+TEST_F(ConnectionTimeoutTest, WithoutIdleTimeoutASilentClientStaysConnected) {
+  start_with("");
+  RawConnection silent(socket_path());
+  ASSERT_TRUE(silent.connected());
+  ::usleep(500'000);
+  silent.send_request(check_request(7));
+  const std::optional<v1::Response> answer = silent.read_response();
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->id(), 7u);
 }
 
 }  // namespace
