@@ -994,6 +994,14 @@ std::vector<Decision> Client::check_batch(std::span<const CheckRequest> requests
 std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
+  if (impl.tickets.size() >= impl.options.max_pending) {
+    impl.tickets.push_back(
+        {id, true,
+         impl.fail_decision(DecisionStatus::kUnavailable,
+                            "max_pending (" + std::to_string(impl.options.max_pending) +
+                                ") checks already outstanding; receive() some first")});
+    return id;
+  }
   impl.drop_if_stale();
   const bool queued = impl.queue_checks(
       Impl::Kind::kTicket, id, [&](wire::CheckRequestWriter& w) { write_check(request, w); });

@@ -445,6 +445,32 @@ TEST(ClientTest, PipelinedHundredInFlightComeBackInOrder) {
   EXPECT_EQ(nothing.status, DecisionStatus::kInvalid);
 }
 
+TEST(ClientTest, SubmitsBeyondMaxPendingAreAnsweredAtOnceAndNotSent) {
+  FakeServer server(echo_id);
+  ClientOptions options = options_for(server);
+  options.max_pending = 3;
+  options.fail_mode = FailMode::kClosed;
+  Client client(options);
+  std::vector<std::uint64_t> tickets;
+  for (int i = 0; i < 5; ++i) tickets.push_back(client.submit(alice_request()));
+  EXPECT_EQ(client.pending(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    auto [ticket, decision] = client.receive();
+    ASSERT_EQ(ticket, tickets[static_cast<std::size_t>(i)]);
+    if (i < 3) {
+      EXPECT_EQ(decision.status, DecisionStatus::kOk) << decision.error;
+    } else {
+      EXPECT_EQ(decision.status, DecisionStatus::kUnavailable);
+      EXPECT_FALSE(decision.allowed);  // fail closed
+      EXPECT_NE(decision.error.find("max_pending (3)"), std::string::npos) << decision.error;
+    }
+  }
+  EXPECT_EQ(server.frames(), 3u);
+  // With the tickets received there is room again.
+  const std::uint64_t again = client.submit(alice_request());
+  EXPECT_EQ(client.receive().first, again);
+}
+
 TEST(ClientTest, SyncCallBetweenSubmitsKeepsTicketAnswers) {
   FakeServer server(echo_id);
   Client client(options_for(server));

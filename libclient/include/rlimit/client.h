@@ -166,6 +166,10 @@ struct ClientOptions {
   std::uint32_t reconnect_backoff_min_ms = 10;    // after a failed connect
   std::uint32_t reconnect_backoff_max_ms = 1000;  // doubling up to this
   std::uint32_t max_frame_bytes = 64 * 1024;
+  // submit(): at most this many tickets outstanding (submitted, not yet
+  // received); a submit beyond it is not sent, and its ticket is answered at
+  // once by FailMode with kUnavailable and an error naming this bound.
+  std::uint32_t max_pending = 65536;
 };
 
 class RLIMIT_API Client {
@@ -220,7 +224,7 @@ class RLIMIT_API Client {
   // Pipelining from one thread: submit() queues a check and returns its ticket
   // (sending when the output buffer fills or on flush()); receive() flushes
   // and returns the oldest outstanding decision with its ticket. Up to
-  // `pending()` checks may be in flight. On a connection failure, every
+  // `pending()` checks may be in flight, at most ClientOptions::max_pending. On a connection failure, every
   // outstanding ticket is answered by FailMode with kUnavailable.
   // Each of flush() and receive() waits at most timeout_ms. Tickets are
   // nonzero; receive() with nothing pending returns ticket 0 and a kInvalid
