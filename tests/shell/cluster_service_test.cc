@@ -179,6 +179,7 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   options.settings.seeds = {"10.0.0.2:7946"};
   options.settings.fanout = 4;
   options.settings.mtu_bytes = 1200;
+  options.settings.rejoin_interval_us = 0;
   options.node_id = "n1";
   options.incarnation = 77;
   core::ClusterOptions out = make_cluster_options(options, "10.0.0.1:7946");
@@ -189,6 +190,7 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   EXPECT_EQ(out.membership.seeds, options.settings.seeds);
   EXPECT_EQ(out.membership.probe_interval_us, 50'000);
   EXPECT_EQ(out.membership.suspicion_timeout_us, 200'000);
+  EXPECT_EQ(out.membership.rejoin_interval_us, 0);
   EXPECT_EQ(out.fanout, 4u);
   EXPECT_EQ(out.max_payload_bytes, 1200u - kEnvelopeOverheadBytes);
   EXPECT_EQ(out.gossip_interval_us, 5'000);
