@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loop.h"
+#include "shell/clock.h"
 
 namespace rlimit::shell {
 namespace {
@@ -85,13 +86,11 @@ struct Daemon {
     input.descriptors = std::span<const core::Descriptor>(&d, 1);
     input.cost = cost;
     core::CheckOutput out;
-    limiter.check(input, steady_now(), out);
+    // The daemon's one clock, as the cluster service and dispatch use: a
+    // check on another clock sees the buckets the service charged at times
+    // far from its own.
+    limiter.check(input, steady_now_us(), out);
     return out.allowed;
-  }
-  static core::TimeUs steady_now() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
   }
 
   core::Limiter limiter;
