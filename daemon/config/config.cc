@@ -80,6 +80,9 @@ constexpr DurationRange kProbeIntervalRange{10 * kMs, 60 * kSec};
 constexpr DurationRange kProbeTimeoutRange{1 * kMs, 60 * kSec};
 constexpr DurationRange kSuspicionTimeoutRange{10 * kMs, 600 * kSec};
 constexpr DurationRange kDeadRetentionRange{1 * kSec, 7 * kDay};
+// 0 turns rejoining off; any other value is at least kRejoinIntervalMinUs.
+constexpr DurationRange kRejoinIntervalRange{0, 7 * kDay};
+constexpr std::int64_t kRejoinIntervalMinUs = 1 * kSec;
 constexpr DurationRange kCounterRetentionRange{1 * kSec, 30 * kDay};
 constexpr IntRange kMaxPacketsPerRoundRange{1, 4096};
 constexpr DurationRange kReconnectBackoffRange{1 * kMs, 600 * kSec};
@@ -115,6 +118,7 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "indirect_probes",
                                              "suspicion_timeout",
                                              "dead_retention",
+                                             "rejoin_interval",
                                              "max_members",
                                              "reconnect_backoff_min",
                                              "reconnect_backoff_max",
@@ -753,6 +757,18 @@ class Loader {
                           out.suspicion_timeout_us);
     read_cluster_duration(cluster, "dead_retention", prefix, kDeadRetentionRange,
                           out.dead_retention_us);
+    std::int64_t rejoin_interval_us = out.rejoin_interval_us;
+    if (read_cluster_duration(cluster, "rejoin_interval", prefix, kRejoinIntervalRange,
+                              rejoin_interval_us)) {
+      if (rejoin_interval_us != 0 && rejoin_interval_us < kRejoinIntervalMinUs) {
+        const toml::node& node = *cluster.get("rejoin_interval");
+        error(node, prefix + "rejoin_interval " + quote(node.value_or(std::string())) +
+                        ": must be 0s (never) or at least " +
+                        core::format_duration(kRejoinIntervalMinUs));
+      } else {
+        out.rejoin_interval_us = rejoin_interval_us;
+      }
+    }
     const bool backoff_min_ok =
         read_cluster_duration(cluster, "reconnect_backoff_min", prefix, kReconnectBackoffRange,
                               out.reconnect_backoff_min_us);

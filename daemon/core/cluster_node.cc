@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
+#include <optional>
 #include <unordered_map>
 
 namespace rlimit::core {
@@ -23,11 +25,27 @@ std::uint16_t default_rounds(std::size_t live_peers) {
   return static_cast<std::uint16_t>(std::bit_width(live_peers + 1) + 1);
 }
 
+// Entries of `message` that carry a balance.
+std::uint64_t count_balances(const PeerMessage& message) {
+  std::uint64_t n = 0;
+  for (const peer::v1::CounterEntry& e : message.counters().entries()) n += e.has_balance() ? 1 : 0;
+  return n;
+}
+
+// The balance to offer with a key's entries (Limiter::offered_balance), or
+// nullopt for none.
+using BalanceOf =
+    std::function<std::optional<std::int64_t>(const std::string& key, const Ledger::KeyState&)>;
+
 // Builds Counters payloads of at most `max_bytes`, interning origins per message.
 class CounterPacker {
  public:
-  CounterPacker(const Ledger& ledger, PeerMessage base, std::size_t max_bytes)
-      : ledger_(ledger), base_(std::move(base)), max_bytes_(max_bytes) {
+  CounterPacker(const Ledger& ledger, PeerMessage base, std::size_t max_bytes,
+                BalanceOf balance_of = nullptr)
+      : ledger_(ledger),
+        base_(std::move(base)),
+        max_bytes_(max_bytes),
+        balance_of_(std::move(balance_of)) {
     start();
   }
 
@@ -43,7 +61,10 @@ class CounterPacker {
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
     for (const Ledger::Entry& e : state.entries) append(key, e);
-    if (fits()) return true;
+    if (fits()) {
+      offer_balance(key, state);
+      return true;
+    }
     // Undo and retry in a fresh payload.
     undo(mark, origins_mark);
     if (before <= base_bytes_) {
@@ -74,6 +95,17 @@ class CounterPacker {
     entry->set_origin(local_origin(e.origin));
     entry->set_incarnation(e.incarnation);
     entry->set_consumed(e.consumed);
+  }
+
+  // All of `key`'s entries were just appended, contiguous and last: the
+  // balance rides on the last one (peer.proto), if it still fits.
+  void offer_balance(const std::string& key, const Ledger::KeyState& state) {
+    if (!balance_of_) return;
+    const std::optional<std::int64_t> balance = balance_of_(key, state);
+    if (!balance) return;
+    auto* last = counters()->mutable_entries(counters()->entries_size() - 1);
+    last->set_balance(*balance);
+    if (!fits()) last->clear_balance();
   }
 
   // Removes the entries and origins added after the marks.
@@ -129,6 +161,7 @@ class CounterPacker {
   std::size_t base_bytes_ = 0;
   std::unordered_map<std::string, std::uint32_t> origin_slots_;
   std::vector<PeerMessage> done_;
+  BalanceOf balance_of_;
 };
 
 }  // namespace
@@ -138,6 +171,12 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
       limiter_(limiter),
       rng_(seed),
       membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull) {}
+
+BalanceOf ClusterNode::balance_of(TimeUs now) const {
+  return [this, now](const std::string& key, const Ledger::KeyState& state) {
+    return limiter_.offered_balance(key, state, now);
+  };
+}
 
 std::size_t ClusterNode::counter_budget() const {
   return options_.max_payload_bytes - piggyback_reserve_bytes(options_.max_payload_bytes);
@@ -198,10 +237,22 @@ void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
 void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   const Counters& counters = message.counters();
   const int origin_count = counters.origins_size();
+  // A balance stands for the run of its key's entries just before it
+  // (peer.proto); it is used only if every entry of the run was merged.
+  std::string_view run_key;
+  std::uint64_t run_consumed = 0;
+  bool run_merged = true;
+  const std::uint64_t origins_over_bound = limiter_.ledger().origins_over_bound();
   for (const peer::v1::CounterEntry& entry : counters.entries()) {
     ++stats_.entries_received;
+    if (entry.key() != run_key) {
+      run_key = entry.key();
+      run_consumed = 0;
+      run_merged = true;
+    }
     if (entry.origin() >= static_cast<std::uint32_t>(origin_count) || entry.key().empty()) {
       ++stats_.malformed_payloads;
+      run_merged = false;
       continue;
     }
     const std::uint64_t increase = limiter_.merge_remote(
@@ -210,6 +261,15 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     if (increase > 0) {
       ++stats_.entries_applied;
       stats_.tokens_charged_remote += increase;
+    }
+    run_consumed = entry.consumed() > UINT64_MAX - run_consumed ? UINT64_MAX
+                                                                 : run_consumed + entry.consumed();
+    if (!entry.has_balance()) continue;
+    ++stats_.balances_received;
+    // An origin we could not intern was not merged (Ledger::kMaxOrigins).
+    if (!run_merged || limiter_.ledger().origins_over_bound() != origins_over_bound) continue;
+    if (limiter_.raise_balance(entry.key(), entry.balance(), run_consumed, now) > 0) {
+      ++stats_.balances_raised;
     }
   }
   if (!counters.anti_entropy()) return;
@@ -221,7 +281,7 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   const Ledger& ledger = limiter_.ledger();
   OutMessage base;
   base.message.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base.message, counter_budget());
+  CounterPacker packer(ledger, base.message, counter_budget(), balance_of(now));
   for (const auto& [key, theirs] : offered) {
     const Ledger::KeyState* state = ledger.find(key);
     if (state == nullptr) continue;
@@ -242,6 +302,7 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     if (ahead) packer.add(std::string(key), *state, true);
   }
   for (PeerMessage& m : packer.take()) {
+    stats_.balances_sent += count_balances(m);
     m.mutable_counters()->set_reply(true);
     send({message.from_address(), std::move(m)});
   }
@@ -281,7 +342,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   // Newest changes first; what does not fit in this round's packets waits.
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, counter_budget());
+  CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
   const std::vector<std::string>& changed = ledger.changed();
   std::vector<std::string> sent_keys;
   bool deferred = false;
@@ -301,6 +362,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   ledger.compact_changed();
   for (const PeerMessage& packet : packets) {
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
+    stats_.balances_sent += count_balances(packet) * peers.size();
     for (const Member* peer : peers) send({peer->address, packet});
   }
 }
@@ -313,7 +375,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   Ledger& ledger = limiter_.ledger();
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, counter_budget());
+  CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
@@ -326,6 +388,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   for (PeerMessage& packet : packets) {
     packet.mutable_counters()->set_anti_entropy(true);
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
+    stats_.balances_sent += count_balances(packet);
     send({peer->address, std::move(packet)});
   }
 }

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -54,6 +56,10 @@ struct ClusterStats {
   std::uint64_t gossip_backlog_deferred = 0;  // rounds that left changes for later
   std::uint64_t anti_entropy_pushes = 0;
   std::uint64_t piggyback_trimmed = 0;  // membership records left off a full payload
+  // Balances (docs/cluster.md, "Balances after a partition").
+  std::uint64_t balances_sent = 0;      // keys sent with a balance (per peer)
+  std::uint64_t balances_received = 0;
+  std::uint64_t balances_raised = 0;    // received balances that raised our bucket
 };
 
 // A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the
@@ -88,6 +94,9 @@ class ClusterNode {
   void send(OutMessage message);
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
+  // Offers each packed key's balance as of `now` (Limiter::offered_balance).
+  std::function<std::optional<std::int64_t>(const std::string&, const Ledger::KeyState&)>
+  balance_of(TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);

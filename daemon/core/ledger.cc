@@ -109,6 +109,7 @@ std::uint64_t Ledger::charge_for(std::string_view key, const Merged& merged,
       history_cap > state.history_charged ? history_cap - state.history_charged : 0;
   const std::uint64_t charged = std::min(merged.history, room);
   state.history_charged += charged;
+  state.history_forgiven += merged.history - charged;
   history_forgiven_ += merged.history - charged;
   return merged.increase - merged.history + charged;
 }
@@ -116,6 +117,20 @@ std::uint64_t Ledger::charge_for(std::string_view key, const Merged& merged,
 const Ledger::KeyState* Ledger::find(std::string_view key) const {
   auto it = keys_.find(key);
   return it == keys_.end() ? nullptr : &it->second;
+}
+
+void Ledger::mark_uncharged(std::string_view key) {
+  auto it = keys_.find(key);
+  if (it != keys_.end()) it->second.uncharged = true;
+}
+
+std::uint64_t Ledger::consumed_sum(const KeyState& state) {
+  std::uint64_t sum = 0;
+  for (const Entry& e : state.entries) {
+    if (e.consumed > UINT64_MAX - sum) return UINT64_MAX;
+    sum += e.consumed;
+  }
+  return sum;
 }
 
 void Ledger::sent(std::string_view key) {

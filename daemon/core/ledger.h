@@ -51,6 +51,11 @@ class Ledger {
     std::uint16_t sends_left = 0;       // gossip rounds this key is still sent in
     bool queued = false;                // in the changed list
     std::uint64_t history_charged = 0;  // history charged so far (charge_for)
+    std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
+    // Some increase of these entries was not charged to the key's bucket (no
+    // bucket could be made, no rule here, or the key was reset): the bucket's
+    // balance does not answer for these entries and is never offered to peers.
+    bool uncharged = false;
   };
   // What one merge did.
   struct Merged {
@@ -88,6 +93,13 @@ class Ledger {
   std::uint64_t charge_for(std::string_view key, const Merged& merged, std::uint64_t history_cap);
 
   const KeyState* find(std::string_view key) const;
+
+  // Records that an increase of `key`'s entries was not charged to its bucket
+  // (see KeyState::uncharged). No-op for a key not in the ledger.
+  void mark_uncharged(std::string_view key);
+
+  // The sum of the key's entries, saturating at UINT64_MAX.
+  static std::uint64_t consumed_sum(const KeyState& state);
 
   // Keys that changed, oldest first; the cluster node packs from the back
   // and calls sent() for what it sent.

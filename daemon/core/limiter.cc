@@ -599,6 +599,9 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const bool erased = p.in_table ? table_.erase(key) : states_.erase(key);
     if (erased) ++existed;
+    // The counters stay, the bucket no longer answers for them: its balance
+    // must not raise peers' (only this node is reset).
+    if (options_.replicated) ledger_.mark_uncharged(key);
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
@@ -670,6 +673,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
   if (!limit || (limit->options != nullptr && limit->options->local)) {
     // Kept and passed on (peers with the rule need it), but nothing to charge.
     ++stats_.remote_unknown_keys;
+    ledger_.mark_uncharged(key);
     return increase;
   }
   // What to charge, once there is a state to charge it to: history
@@ -677,6 +681,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
   const auto charge_now = [&] {
     const std::uint64_t owed =
         ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
+    if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
     return static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
   };
   std::int64_t charge = 0;
@@ -690,6 +695,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
       cell = room ? table_.insert(key, fresh) : nullptr;
       if (cell == nullptr) {
         ++stats_.remote_charges_dropped;
+        ledger_.mark_uncharged(key);
         return increase;
       }
       ++stats_.keys_created;
@@ -698,7 +704,9 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
     }
     charge = charge_now();
     if (token_bucket) {
-      cell->as<TokenBucket>().charge(charge);
+      TokenBucket& bucket = cell->as<TokenBucket>();
+      bucket.charge(charge);
+      if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
     } else {
       charge_remote_cell(*cell, limit->params, charge, now);
     }
@@ -708,6 +716,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
       state = room ? states_.insert(key, fresh_state(limit->params, now)) : nullptr;
       if (state == nullptr) {
         ++stats_.remote_charges_dropped;
+        ledger_.mark_uncharged(key);
         return increase;
       }
       ++stats_.keys_created;
@@ -717,6 +726,57 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
   return increase;
+}
+
+std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
+                                                     const Ledger::KeyState& state,
+                                                     TimeUs now) {
+  if (state.uncharged) return std::nullopt;
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  if (!limit || !limit->token_bucket() || (limit->options != nullptr && limit->options->local)) {
+    return std::nullopt;
+  }
+  // No bucket: it was evicted full (the sweep takes only full ones), and a
+  // full bucket made again is the same bucket.
+  std::int64_t tokens = limit->bucket.burst;
+  if (StateCell* cell = table_.find(key)) {
+    TokenBucket probe = cell->as<TokenBucket>();
+    probe.refill(limit->bucket, now);
+    tokens = probe.tokens();
+  }
+  // What we forgave we were never charged with: a peer must not inherit it.
+  const auto forgiven =
+      static_cast<std::int64_t>(std::min<std::uint64_t>(state.history_forgiven, kMaxTokens));
+  return std::max(tokens - forgiven, -kMaxTokens);
+}
+
+std::int64_t Limiter::raise_balance(std::string_view key, std::int64_t balance,
+                                    std::uint64_t offered_consumed, TimeUs now) {
+  const Ledger::KeyState* state = ledger_.find(key);
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  if (state == nullptr || !limit || !limit->token_bucket() ||
+      (limit->options != nullptr && limit->options->local)) {
+    return 0;
+  }
+  StateCell* cell = table_.find(key);
+  if (cell == nullptr) return 0;  // a bucket made now is full: nothing to raise
+  // Our entries cover the offer's (they were merged), so `ours` exceeds the
+  // offer's sum by what we were charged with and the sender was not.
+  const std::uint64_t ours = Ledger::consumed_sum(*state);
+  if (ours == UINT64_MAX || offered_consumed == UINT64_MAX || ours < offered_consumed ||
+      ours - offered_consumed > static_cast<std::uint64_t>(kMaxTokens) || balance < -kMaxTokens) {
+    ++stats_.balance_offers_refused;
+    return 0;
+  }
+  const std::int64_t beyond = static_cast<std::int64_t>(ours - offered_consumed);
+  TokenBucket& bucket = cell->as<TokenBucket>();
+  bucket.refill(limit->bucket, now);
+  const std::int64_t raised = bucket.raise_to(limit->bucket, balance - beyond);
+  if (raised > 0) {
+    ++stats_.balances_raised;
+    stats_.balance_tokens_raised += static_cast<std::uint64_t>(raised);
+  }
+  return raised;
 }
 
 std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {

@@ -138,6 +138,12 @@ struct LimiterStats {
   std::uint64_t remote_unknown_keys = 0;     // keys of rules this node does not have
   std::uint64_t remote_charges_dropped = 0;  // no bucket could be made (key table full)
   std::uint64_t counter_keys_forgotten = 0;  // ledger keys garbage-collected
+  // Balances learned from peers (docs/cluster.md, "Balances after a partition").
+  std::uint64_t balances_raised = 0;        // offers that raised a bucket
+  std::uint64_t balance_tokens_raised = 0;  // whole tokens they added
+  // Offers refused because our entries for the key did not cover what the
+  // offer stood for (should not happen: the offer's entries are merged first).
+  std::uint64_t balance_offers_refused = 0;
 };
 
 struct ReplaceSummary {
@@ -190,6 +196,19 @@ class Limiter {
   // it adds to what we knew. Returns that increase (0 for old news).
   std::uint64_t merge_remote(std::string_view key, std::string_view origin,
                              std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
+  // Balances (token buckets; docs/cluster.md, "Balances after a partition").
+  // What this node offers peers for `key`, whose ledger state is `state`: its
+  // bucket's whole tokens at `now` less the history it forgave for the key.
+  // nullopt unless the key is a replicated token bucket here whose bucket was
+  // charged with every increase of `state`'s entries.
+  std::optional<std::int64_t> offered_balance(std::string_view key, const Ledger::KeyState& state,
+                                              TimeUs now);
+  // A peer offered `balance` for `key` together with entries that sum to
+  // `offered_consumed`, all of them merged here already. Raises the bucket
+  // (never lowers it) to `balance` less what our entries for the key hold
+  // beyond the offer's, capped at burst. Returns the whole tokens it rose by.
+  std::int64_t raise_balance(std::string_view key, std::int64_t balance,
+                             std::uint64_t offered_consumed, TimeUs now);
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.

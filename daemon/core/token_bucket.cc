@@ -25,6 +25,16 @@ TokenBucket TokenBucket::full(const BucketParams& params, TimeUs now) {
   return bucket;
 }
 
+std::int64_t TokenBucket::raise_to(const BucketParams& params, std::int64_t tokens) {
+  const std::int64_t target = std::min(tokens, params.burst);
+  // The balance is tokens_ + frac_ / period_us < tokens_ + 1 <= target.
+  if (target <= tokens_) return 0;
+  const std::int64_t raised = target - tokens_;
+  tokens_ = target;
+  frac_ = 0;
+  return raised;
+}
+
 void TokenBucket::refill(const BucketParams& params, TimeUs now) {
   if (now <= last_us_) return;  // no time passed, or the clock stepped back: mint nothing
   const TimeUs last_us = last_us_;

@@ -50,6 +50,12 @@ class TokenBucket {
   // at -kMaxTokens so no amount of remote charging can overflow.
   void charge(std::int64_t cost);
 
+  // Raises the balance to `tokens` whole tokens, capped at burst, if that is
+  // more than the balance now (the fraction goes). Returns by how many whole
+  // tokens it rose (0: nothing changed). Call refill() first. For balances
+  // learned from peers (docs/cluster.md, "Balances after a partition").
+  std::int64_t raise_to(const BucketParams& params, std::int64_t tokens);
+
   // Whole tokens (floor of the balance; negative when in debt).
   std::int64_t tokens() const { return tokens_; }
   TimeUs last_refill_us() const { return last_us_; }

@@ -40,7 +40,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 21 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 24 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -63,12 +63,15 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("remote_unknown_keys"), s.remote_unknown_keys);
   f(std::string_view("remote_charges_dropped"), s.remote_charges_dropped);
   f(std::string_view("counter_keys_forgotten"), s.counter_keys_forgotten);
+  f(std::string_view("balances_raised"), s.balances_raised);
+  f(std::string_view("balance_tokens_raised"), s.balance_tokens_raised);
+  f(std::string_view("balance_offers_refused"), s.balance_offers_refused);
 }
 
 // Calls f(name, value) for every field of ClusterStats, in declaration order.
 template <typename F>
 void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
-  static_assert(sizeof(core::ClusterStats) == 14 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::ClusterStats) == 17 * sizeof(std::uint64_t),
                 "list every ClusterStats field in for_each_cluster_stat");
   f(std::string_view("cluster_packets_out"), s.packets_out);
   f(std::string_view("cluster_bytes_out"), s.bytes_out);
@@ -84,6 +87,9 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
   f(std::string_view("gossip_backlog_deferred"), s.gossip_backlog_deferred);
   f(std::string_view("anti_entropy_pushes"), s.anti_entropy_pushes);
   f(std::string_view("cluster_piggyback_trimmed"), s.piggyback_trimmed);
+  f(std::string_view("cluster_balances_sent"), s.balances_sent);
+  f(std::string_view("cluster_balances_received"), s.balances_received);
+  f(std::string_view("cluster_balances_raised"), s.balances_raised);
 }
 
 // Calls f(name, value) for every field of MembershipStats, in declaration

@@ -972,6 +972,7 @@ probe_timeout = "200ms"
 indirect_probes = 3
 suspicion_timeout = "2s"
 dead_retention = "1m"
+rejoin_interval = "10s"
 max_members = 4096
 reconnect_backoff_min = "50ms"
 reconnect_backoff_max = "5s"
@@ -988,6 +989,7 @@ max_peer_queue_bytes = 4194304
   EXPECT_EQ(c.indirect_probes, d.indirect_probes);
   EXPECT_EQ(c.suspicion_timeout_us, d.suspicion_timeout_us);
   EXPECT_EQ(c.dead_retention_us, d.dead_retention_us);
+  EXPECT_EQ(c.rejoin_interval_us, d.rejoin_interval_us);
   EXPECT_EQ(c.max_members, d.max_members);
   EXPECT_EQ(c.reconnect_backoff_min_us, d.reconnect_backoff_min_us);
   EXPECT_EQ(c.reconnect_backoff_max_us, d.reconnect_backoff_max_us);
@@ -1011,6 +1013,7 @@ probe_timeout = "1m"
 indirect_probes = 16
 suspicion_timeout = "10m"
 dead_retention = "7d"
+rejoin_interval = "7d"
 max_members = 100000
 reconnect_backoff_min = "10m"
 reconnect_backoff_max = "10m"
@@ -1036,6 +1039,7 @@ counter_retention = "30d"
   EXPECT_EQ(c.indirect_probes, 16u);
   EXPECT_EQ(c.suspicion_timeout_us, 600 * kSecondUs);
   EXPECT_EQ(c.dead_retention_us, 7 * 86'400 * kSecondUs);
+  EXPECT_EQ(c.rejoin_interval_us, 7 * 86'400 * kSecondUs);
   EXPECT_EQ(c.max_members, 100'000u);
   EXPECT_EQ(c.reconnect_backoff_min_us, 600 * kSecondUs);
   EXPECT_EQ(c.reconnect_backoff_max_us, 600 * kSecondUs);
@@ -1055,6 +1059,7 @@ probe_timeout = "1ms"
 indirect_probes = 0
 suspicion_timeout = "10ms"
 dead_retention = "1s"
+rejoin_interval = "1s"
 max_members = 2
 reconnect_backoff_min = "1ms"
 reconnect_backoff_max = "1ms"
@@ -1066,6 +1071,7 @@ seeds = []
   EXPECT_EQ(c.gossip_interval_us, 1'000);
   EXPECT_EQ(c.mtu_bytes, 576u);
   EXPECT_EQ(c.probe_timeout_us, 1'000);
+  EXPECT_EQ(c.rejoin_interval_us, 1'000'000);
   EXPECT_EQ(c.max_members, 2u);
   EXPECT_EQ(c.reconnect_backoff_max_us, 1'000);
   EXPECT_EQ(c.max_peer_queue_bytes, 65'536u);
@@ -1221,6 +1227,10 @@ TEST(ClusterConfigErrorTest, DurationsOutOfRange) {
            Case{"suspicion_timeout = \"11m\"", "must be at most 10m"},
            Case{"dead_retention = \"999ms\"", "must be at least 1s"},
            Case{"dead_retention = \"8d\"", "must be at most 7d"},
+           Case{"rejoin_interval = \"999ms\"",
+                "rejoin_interval \"999ms\": must be 0s (never) or at least 1s"},
+           Case{"rejoin_interval = \"8d\"", "rejoin_interval \"8d\": must be at most 7d"},
+           Case{"rejoin_interval = 10", "rejoin_interval"},
            Case{"reconnect_backoff_min = \"0ms\"", "must be at least 1ms"},
            Case{"reconnect_backoff_max = \"11m\"", "must be at most 10m"},
            Case{"gossip_interval = \"fast\"", "gossip_interval \"fast\":"},
@@ -1229,6 +1239,18 @@ TEST(ClusterConfigErrorTest, DurationsOutOfRange) {
     const std::uint32_t column = static_cast<std::uint32_t>(c.line.find('=') + 3);
     EXPECT_TRUE(one_error(text, 2, column, {"cluster: ", c.needle})) << c.line;
   }
+}
+
+// rejoin_interval: 0s turns rejoining through the seeds off; the default is
+// core::MembershipOptions' (10s).
+TEST(ClusterConfigTest, RejoinIntervalZeroTurnsRejoiningOff) {
+  EXPECT_EQ(ClusterSettings{}.rejoin_interval_us, 10 * kSecondUs);
+  const LoadResult off = load("[cluster]\nrejoin_interval = \"0s\"\n");
+  ASSERT_TRUE(off.ok()) << all_errors(off);
+  EXPECT_EQ(off.config.cluster.rejoin_interval_us, 0);
+  const LoadResult slow = load("[cluster]\nrejoin_interval = \"2m\"\n");
+  ASSERT_TRUE(slow.ok()) << all_errors(slow);
+  EXPECT_EQ(slow.config.cluster.rejoin_interval_us, 120 * kSecondUs);
 }
 
 TEST(ClusterConfigErrorTest, ProbeTimeoutMustNotExceedTheInterval) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -195,6 +196,54 @@ TEST(ClusterNodeTest, ForeignAndMalformedPayloadsAreCountedAndIgnored) {
   EXPECT_EQ(node.stats().malformed_payloads, 1u);
   EXPECT_EQ(node.stats().foreign_cluster, 1u);
   EXPECT_EQ(sim.remaining(0, "a"), 10);
+}
+
+// CounterEntry.balance on the wire (docs/cluster.md, "Balances after a
+// partition"): it raises the receiver only when it rides on the last entry of
+// a run of its key's entries that all merged; a message without it (an older
+// peer) changes nothing.
+TEST(ClusterNodeTest, ABalanceOnTheWireRaisesOnlyAfterItsEntriesMerged) {
+  Sim sim(1, global_rule(10, kUsPerSecond, 10), 0.0, 6);
+  ASSERT_TRUE(sim.check(0, "a", 10));
+  ClusterNode& node = *sim.node(0).node;
+  const Ledger& ledger = sim.node(0).limiter->ledger();
+  ASSERT_EQ(ledger.changed().size(), 1u);
+  const std::string key = ledger.changed().front();
+  const Ledger::KeyState* state = ledger.find(key);
+  ASSERT_NE(state, nullptr);
+  const Ledger::Entry own = state->entries.front();
+  // A peer n9 that consumed 4 under incarnation 5, and holds our 10 too.
+  const auto message = [&](std::optional<std::int64_t> balance, bool malformed) {
+    peer::v1::PeerMessage m;
+    m.set_cluster("sim");
+    m.set_from_id("n9");
+    m.set_from_address("10.0.0.9:7946");
+    auto* counters = m.mutable_counters();
+    counters->add_origins("n0");
+    counters->add_origins("n9");
+    auto* ours = counters->add_entries();
+    ours->set_key(key);
+    ours->set_origin(malformed ? 7 : 0);
+    ours->set_incarnation(own.incarnation);
+    ours->set_consumed(own.consumed);
+    auto* theirs = counters->add_entries();
+    theirs->set_key(key);
+    theirs->set_origin(1);
+    theirs->set_incarnation(5);
+    theirs->set_consumed(4);
+    if (balance) theirs->set_balance(*balance);
+    return m.SerializeAsString();
+  };
+  const TimeUs now = 1'000'000;  // the Sim's clock, not advanced
+  node.on_payload(message(std::nullopt, false), now);  // an older peer
+  EXPECT_EQ(sim.remaining(0, "a"), 0);                 // charged 4: -4
+  EXPECT_EQ(node.stats().balances_received, 0u);
+  node.on_payload(message(3, true), now);  // the run holds a malformed entry
+  EXPECT_EQ(node.stats().balances_received, 1u);
+  EXPECT_EQ(node.stats().balances_raised, 0u);
+  node.on_payload(message(3, false), now);
+  EXPECT_EQ(node.stats().balances_raised, 1u);
+  EXPECT_EQ(sim.remaining(0, "a"), 3);  // the run sums to all we hold: 3
 }
 
 TEST(ClusterNodeTest, DeterministicForOneSeed) {

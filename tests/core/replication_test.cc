@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -324,6 +325,106 @@ TEST(ReplicationTest, InlineLimitsAndMultiRuleChecksReplicate) {
   b.limiter->check({d, 2, &job}, 0, out);
   EXPECT_FALSE(out.allowed);  // the inline bucket holds 1: all or nothing
   EXPECT_EQ(b.limiter->stats().remote_unknown_keys, 0u);
+}
+
+// Balances (docs/cluster.md, "Balances after a partition"). The bucket is
+// capped at its burst, so its balance depends on the path: a node that sat
+// at the cap while the others consumed is charged with all of it later and
+// ends up below them for good. A peer's balance under the same counters is
+// at or below one perfect limiter's, so raising ours to it is sound; what we
+// were charged with beyond the peer's counters is subtracted first.
+TEST(ReplicationTest, APeersBalanceUnderTheSameCountersRaisesOursToTheIdeal) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node a("a", rules, 1, 0), b("b", rules, 2, 0);
+  // a consumes 3 and then idles at the cap; b, cut off from a, consumes 10
+  // at 0 s and 10 at 1 s (its bucket refilled in between).
+  ASSERT_TRUE(a.consume("x", 3, 0));
+  ASSERT_TRUE(b.consume("x", 10, 0));
+  ASSERT_TRUE(b.consume("x", 10, kUsPerSecond));
+  // The heal: a learns b's 20; b does not hear of a's 3 yet.
+  const TimeUs heal = kUsPerSecond;
+  for (const Message& m : b.snapshot()) a.deliver(m, heal);
+  const std::string key = b.snapshot().front().key;
+  const Ledger::KeyState* a_state = a.limiter->ledger().find(key);
+  const Ledger::KeyState* b_state = b.limiter->ledger().find(key);
+  ASSERT_NE(a_state, nullptr);
+  ASSERT_NE(b_state, nullptr);
+  // a refilled to the cap (10) while b consumed, then paid 20: -10. The one
+  // perfect limiter: 10 + 10 of refill - 23 = -3. b has not heard of a's 3: 0.
+  EXPECT_EQ(a.limiter->offered_balance(key, *a_state, heal), -10);
+  const std::optional<std::int64_t> offer = b.limiter->offered_balance(key, *b_state, heal);
+  ASSERT_EQ(offer, 0);
+  // b's offer stands for its 20; a holds 23, so 3 beyond: a rises to -3,
+  // exactly the ideal, not to b's 0.
+  EXPECT_EQ(a.limiter->raise_balance(key, *offer, 20, heal), 7);
+  EXPECT_EQ(a.limiter->offered_balance(key, *a_state, heal), -3);
+  EXPECT_EQ(a.limiter->stats().balances_raised, 1u);
+  EXPECT_EQ(a.limiter->stats().balance_tokens_raised, 7u);
+  // Never lowered: once b hears of a's 3 (and is charged to -3 itself), a's
+  // offer of -3 for 23 changes nothing, and a lower one neither.
+  for (const Message& m : a.snapshot()) b.deliver(m, heal);
+  EXPECT_EQ(b.limiter->offered_balance(key, *b_state, heal), -3);
+  EXPECT_EQ(b.limiter->raise_balance(key, -3, 23, heal), 0);
+  EXPECT_EQ(b.limiter->raise_balance(key, -20, 23, heal), 0);
+  EXPECT_EQ(b.limiter->stats().balance_offers_refused, 0u);
+  // The same offer again changes nothing (idempotent).
+  EXPECT_EQ(a.limiter->raise_balance(key, *offer, 20, heal), 0);
+  // A stale offer is a low one: by 1.5 s a has refilled 5 to 2; b's offer
+  // of 0 from the heal (for 20, 3 beyond) is -3 and raises nothing.
+  EXPECT_EQ(a.limiter->raise_balance(key, *offer, 20, heal + kUsPerSecond / 2), 0);
+  EXPECT_EQ(a.limiter->offered_balance(key, *a_state, heal + kUsPerSecond / 2), 2);
+  // Never above the burst.
+  EXPECT_EQ(a.limiter->raise_balance(key, 1'000, 20, heal + kUsPerSecond / 2), 8);
+  EXPECT_EQ(a.limiter->offered_balance(key, *a_state, heal + kUsPerSecond / 2), 10);
+}
+
+// An offer for more consumption than we hold cannot stand for what we were
+// charged with: refused and counted.
+TEST(ReplicationTest, ABalanceOfferForCountersWeLackIsRefused) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node a("a", rules, 1, 0);
+  ASSERT_TRUE(a.consume("x", 10, 0));
+  const std::string key = a.snapshot().front().key;
+  EXPECT_EQ(a.limiter->raise_balance(key, 5, 11, 0), 0);
+  EXPECT_EQ(a.limiter->stats().balance_offers_refused, 1u);
+  EXPECT_EQ(a.tokens("x", 0), 0);
+  // A key we hold nothing for, or no bucket for, raises nothing.
+  EXPECT_EQ(a.limiter->raise_balance("no such key", 5, 0, 0), 0);
+}
+
+// What a node forgave (history over one burst: docs/cluster.md, "Restarts
+// and new nodes") it was never charged with; its offer subtracts it, so no
+// peer inherits the forgiveness. A key reset here, or charged with less than
+// its counters (no rule), is never offered.
+TEST(ReplicationTest, ForgivenHistoryAndUnchargedKeysAreNotOffered) {
+  const RuleSet rules = one_rule(10, kUsPerSecond, 10);
+  Node b("b", rules, 2, 0);
+  for (int s = 0; s < 3; ++s) ASSERT_TRUE(b.consume("x", 10, s * kUsPerSecond));
+  const TimeUs later = 2 * kUsPerSecond;
+  Node c("c", rules, 100, later);  // started later: b's 30 are history
+  for (const Message& m : b.snapshot()) c.deliver(m, later);
+  const std::string key = b.snapshot().front().key;
+  const Ledger::KeyState* state = c.limiter->ledger().find(key);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->history_forgiven, 20u);
+  EXPECT_EQ(c.tokens("x", later), 0);  // charged one burst
+  EXPECT_EQ(c.limiter->offered_balance(key, *state, later), -20);
+
+  // Reset here: the counters stay, the bucket no longer answers for them.
+  const Descriptor d[] = {{"user", "x"}};
+  CheckOutput out;
+  EXPECT_EQ(b.limiter->reset({d, 1, nullptr}, out), 1u);
+  const Ledger::KeyState* b_state = b.limiter->ledger().find(key);
+  ASSERT_NE(b_state, nullptr);
+  EXPECT_EQ(b.limiter->offered_balance(key, *b_state, later), std::nullopt);
+
+  // No rule here: kept and passed on, charged to nothing, never offered.
+  Node d_node("d", RuleSet{}, 3, 0);
+  for (const Message& m : b.snapshot()) d_node.deliver(m, later);
+  const Ledger::KeyState* d_state = d_node.limiter->ledger().find(key);
+  ASSERT_NE(d_state, nullptr);
+  EXPECT_TRUE(d_state->uncharged);
+  EXPECT_EQ(d_node.limiter->offered_balance(key, *d_state, later), std::nullopt);
 }
 
 }  // namespace

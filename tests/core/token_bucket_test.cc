@@ -21,6 +21,26 @@ TEST(TokenBucketTest, StartsFullAndTakes) {
   EXPECT_FALSE(b.allows(1));
 }
 
+// Balances learned from peers only ever raise, never past the burst, and
+// drop the fraction (a raise to n whole tokens is at most n).
+TEST(TokenBucketTest, RaiseToNeverLowersAndStopsAtTheBurst) {
+  const BucketParams p{10, kUsPerSecond, 10};
+  TokenBucket b = TokenBucket::full(p, 0);
+  b.charge(15);
+  EXPECT_EQ(b.tokens(), -5);
+  EXPECT_EQ(b.raise_to(p, -7), 0);
+  EXPECT_EQ(b.raise_to(p, -5), 0);
+  EXPECT_EQ(b.tokens(), -5);
+  EXPECT_EQ(b.raise_to(p, 2), 7);
+  EXPECT_EQ(b.tokens(), 2);
+  b.refill(p, kUsPerSecond / 20);  // half a token
+  EXPECT_EQ(b.raise_to(p, 2), 0);  // 2.5 is above 2 already
+  EXPECT_EQ(b.raise_to(p, 3), 1);
+  EXPECT_EQ(b.retry_after_us(p, 4), kUsPerSecond / 10);  // the fraction went
+  EXPECT_EQ(b.raise_to(p, 1'000), 7);
+  EXPECT_TRUE(b.is_full(p));
+}
+
 TEST(TokenBucketTest, RefillsAtBoundaries) {
   TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
   b.charge(10);

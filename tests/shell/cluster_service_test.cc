@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loop.h"
+#include "shell/clock.h"
 
 namespace rlimit::shell {
 namespace {
@@ -85,13 +86,11 @@ struct Daemon {
     input.descriptors = std::span<const core::Descriptor>(&d, 1);
     input.cost = cost;
     core::CheckOutput out;
-    limiter.check(input, steady_now(), out);
+    // The daemon's one clock, as the cluster service and dispatch use: a
+    // check on another clock sees the buckets the service charged at times
+    // far from its own.
+    limiter.check(input, steady_now_us(), out);
     return out.allowed;
-  }
-  static core::TimeUs steady_now() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
   }
 
   core::Limiter limiter;
@@ -179,6 +178,7 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   options.settings.seeds = {"10.0.0.2:7946"};
   options.settings.fanout = 4;
   options.settings.mtu_bytes = 1200;
+  options.settings.rejoin_interval_us = 0;
   options.node_id = "n1";
   options.incarnation = 77;
   core::ClusterOptions out = make_cluster_options(options, "10.0.0.1:7946");
@@ -189,6 +189,7 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   EXPECT_EQ(out.membership.seeds, options.settings.seeds);
   EXPECT_EQ(out.membership.probe_interval_us, 50'000);
   EXPECT_EQ(out.membership.suspicion_timeout_us, 200'000);
+  EXPECT_EQ(out.membership.rejoin_interval_us, 0);
   EXPECT_EQ(out.fanout, 4u);
   EXPECT_EQ(out.max_payload_bytes, 1200u - kEnvelopeOverheadBytes);
   EXPECT_EQ(out.gossip_interval_us, 5'000);
