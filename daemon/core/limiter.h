@@ -2,7 +2,9 @@
 // makes each matched rule's key (a token bucket, or the state of the rule's
 // algorithm), and allows the check only if every matched rule admits it
 // (after its throttle mode), charging all of them or none. Pure and deterministic: time is
-// an argument, nothing is read from the outside. Not thread-safe: one Limiter
+// an argument, nothing is read from the outside. Every call on one Limiter
+// (checks, merges, sweeps, balances) must pass `now` from one clock: a
+// balance offered to a peer is refilled to the time it is read. Not thread-safe: one Limiter
 // per event loop (shard by key if there are several).
 #pragma once
 
