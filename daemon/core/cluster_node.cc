@@ -152,8 +152,7 @@ void ClusterNode::start(TimeUs now) {
   membership_out_.clear();
 }
 
-void ClusterNode::send(OutMessage message) {
-  PeerMessage& m = message.message;
+void ClusterNode::prepare(PeerMessage& m, std::size_t body_bytes) {
   m.set_cluster(options_.cluster_name);
   const Member& self = membership_.self();
   m.set_from_id(self.id);
@@ -162,16 +161,36 @@ void ClusterNode::send(OutMessage message) {
   if (m.members_size() == 0) membership_.add_piggyback(m);
   // Membership news rides along only where it fits; the updates are sent
   // again later (each several times), so trimming loses nothing for good.
-  while (m.members_size() > 0 && m.ByteSizeLong() > options_.max_payload_bytes) {
+  while (m.members_size() > 0 && m.ByteSizeLong() + body_bytes > options_.max_payload_bytes) {
     m.mutable_members()->RemoveLast();
     ++stats_.piggyback_trimmed;
   }
-  OutPacket packet;
-  packet.address = std::move(message.address);
-  m.SerializeToString(&packet.payload);
+}
+
+void ClusterNode::emit(std::string address, std::string payload) {
   ++stats_.packets_out;
-  stats_.bytes_out += packet.payload.size();
-  outbox_.push_back(std::move(packet));
+  stats_.bytes_out += payload.size();
+  outbox_.push_back(OutPacket{std::move(address), std::move(payload)});
+}
+
+void ClusterNode::send(OutMessage message) {
+  prepare(message.message, 0);
+  std::string payload;
+  message.message.SerializeToString(&payload);
+  emit(std::move(message.address), std::move(payload));
+}
+
+void ClusterNode::send_body(const std::string& address, const std::string& body) {
+  // Fields are serialized in field-number order, and every header field and
+  // the piggybacked members come before the body's: header bytes followed by
+  // body bytes are exactly the serialization of the whole message.
+  header_.Clear();
+  prepare(header_, body.size());
+  std::string payload;
+  payload.reserve(header_.ByteSizeLong() + body.size());
+  header_.AppendToString(&payload);
+  payload.append(body);
+  emit(address, std::move(payload));
 }
 
 void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
@@ -299,9 +318,15 @@ void ClusterNode::gossip_round(TimeUs now) {
   std::vector<PeerMessage> packets = packer.take();
   for (const std::string& key : sent_keys) ledger.sent(key);
   ledger.compact_changed();
-  for (const PeerMessage& packet : packets) {
+  std::string body;
+  for (PeerMessage& packet : packets) {
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
-    for (const Member* peer : peers) send({peer->address, packet});
+    // The counters are the same for every peer; only the piggybacked news
+    // differs. Serialize them once.
+    packet.clear_cluster();
+    body.clear();
+    packet.SerializeToString(&body);
+    for (const Member* peer : peers) send_body(peer->address, body);
   }
 }
 

@@ -86,6 +86,14 @@ class ClusterNode {
 
  private:
   void send(OutMessage message);
+  // Sends `body` (a serialized PeerMessage holding only its body field) to
+  // `address` behind this node's header and piggybacked news: the body is
+  // serialized once for all the peers of a gossip round.
+  void send_body(const std::string& address, const std::string& body);
+  // Sets the header fields of `m`, adds piggybacked news if it has none and
+  // trims the news until `m` and `body_bytes` more fit in a payload.
+  void prepare(peer::v1::PeerMessage& m, std::size_t body_bytes);
+  void emit(std::string address, std::string payload);
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
   void gossip_round(TimeUs now);
@@ -102,6 +110,7 @@ class ClusterNode {
   TimeUs next_gossip_us_ = 0;
   TimeUs next_anti_entropy_us_ = 0;
   peer::v1::PeerMessage scratch_;
+  peer::v1::PeerMessage header_;  // reused by send_body
 };
 
 }  // namespace rlimit::core
