@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@
 #include "core/limiter.h"
 #include "core/membership.h"
 #include "core/time.h"
+#include "google/protobuf/arena.h"
 
 namespace rlimit::core {
 
@@ -109,8 +111,15 @@ class ClusterNode {
   ClusterStats stats_;
   TimeUs next_gossip_us_ = 0;
   TimeUs next_anti_entropy_us_ = 0;
-  peer::v1::PeerMessage scratch_;
+  // Received payloads are parsed on this arena, reset before each parse:
+  // no per-entry frees (a reused heap message would delete its Counters body
+  // and every key string before each parse), and no allocation at all while
+  // a payload fits in the initial block.
+  static constexpr std::size_t kArenaBlockBytes = 16 * 1024;
+  std::unique_ptr<char[]> arena_block_;
+  google::protobuf::Arena arena_;
   peer::v1::PeerMessage header_;  // reused by send_body
+  std::vector<std::uint32_t> origin_slots_;  // on_counters: payload origin -> ledger index
 };
 
 }  // namespace rlimit::core

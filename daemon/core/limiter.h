@@ -188,6 +188,10 @@ class Limiter {
   // it adds to what we knew. Returns that increase (0 for old news).
   std::uint64_t merge_remote(std::string_view key, std::string_view origin,
                              std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
+  // The same with the origin already interned (ledger().intern_origin, not
+  // kNoOrigin): a payload's entries share a few origins, interned once each.
+  std::uint64_t merge_remote(std::string_view key, std::uint32_t origin_index,
+                             std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.
