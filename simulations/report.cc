@@ -76,11 +76,15 @@ double bytes_per_node_s(const Results& r) {
   return static_cast<double>(total) / std::max<double>(1, r.nodes) / seconds(r.duration_us);
 }
 
+// Simulated over wall time: one decimal, or three below 1 (a large cluster
+// runs at a few hundredths of real time, which one decimal shows as 0.0).
+std::string ratio_text(double ratio) { return fixed(ratio, ratio < 1 ? 3 : 1); }
+
 void print_table(const Results& r, std::ostream& out) {
   const double simulated = seconds(r.duration_us);
   out << "rlimit-sim: " << r.scenario << " (seed " << r.seed << "): " << r.nodes << " nodes, "
       << fixed(simulated, 1) << " s simulated in " << fixed(r.wall_seconds, 2) << " s wall ("
-      << fixed(simulated / std::max(1e-9, r.wall_seconds), 1) << "x real time)\n";
+      << ratio_text(simulated / std::max(1e-9, r.wall_seconds)) << "x real time)\n";
   if (!r.description.empty()) out << "  " << r.description << "\n";
   out << "  digest " << hex(r.digest) << "\n\n";
 

@@ -170,7 +170,14 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
     : options_(std::move(options)),
       limiter_(limiter),
       rng_(seed),
-      membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull) {}
+      membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull),
+      arena_block_(new char[kArenaBlockBytes]),
+      arena_([this] {
+        google::protobuf::ArenaOptions arena_options;
+        arena_options.initial_block = arena_block_.get();
+        arena_options.initial_block_size = kArenaBlockBytes;
+        return arena_options;
+      }()) {}
 
 BalanceOf ClusterNode::balance_of(TimeUs now) const {
   return [this, now](const std::string& key, const Ledger::KeyState& state) {
@@ -191,8 +198,7 @@ void ClusterNode::start(TimeUs now) {
   membership_out_.clear();
 }
 
-void ClusterNode::send(OutMessage message) {
-  PeerMessage& m = message.message;
+void ClusterNode::prepare(PeerMessage& m, std::size_t body_bytes) {
   m.set_cluster(options_.cluster_name);
   const Member& self = membership_.self();
   m.set_from_id(self.id);
@@ -201,35 +207,57 @@ void ClusterNode::send(OutMessage message) {
   if (m.members_size() == 0) membership_.add_piggyback(m);
   // Membership news rides along only where it fits; the updates are sent
   // again later (each several times), so trimming loses nothing for good.
-  while (m.members_size() > 0 && m.ByteSizeLong() > options_.max_payload_bytes) {
+  while (m.members_size() > 0 && m.ByteSizeLong() + body_bytes > options_.max_payload_bytes) {
     m.mutable_members()->RemoveLast();
     ++stats_.piggyback_trimmed;
   }
-  OutPacket packet;
-  packet.address = std::move(message.address);
-  m.SerializeToString(&packet.payload);
+}
+
+void ClusterNode::emit(std::string address, std::string payload) {
   ++stats_.packets_out;
-  stats_.bytes_out += packet.payload.size();
-  outbox_.push_back(std::move(packet));
+  stats_.bytes_out += payload.size();
+  outbox_.push_back(OutPacket{std::move(address), std::move(payload)});
+}
+
+void ClusterNode::send(OutMessage message) {
+  prepare(message.message, 0);
+  std::string payload;
+  message.message.SerializeToString(&payload);
+  emit(std::move(message.address), std::move(payload));
+}
+
+void ClusterNode::send_body(const std::string& address, const std::string& body) {
+  // Fields are serialized in field-number order, and every header field and
+  // the piggybacked members come before the body's: header bytes followed by
+  // body bytes are exactly the serialization of the whole message.
+  header_.Clear();
+  prepare(header_, body.size());
+  std::string payload;
+  payload.reserve(header_.ByteSizeLong() + body.size());
+  header_.AppendToString(&payload);
+  payload.append(body);
+  emit(address, std::move(payload));
 }
 
 void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
   ++stats_.packets_in;
   stats_.bytes_in += payload.size();
-  if (!scratch_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  arena_.Reset();
+  PeerMessage& message = *google::protobuf::Arena::CreateMessage<PeerMessage>(&arena_);
+  if (!message.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     ++stats_.malformed_payloads;
     return;
   }
-  if (scratch_.cluster() != options_.cluster_name) {
+  if (message.cluster() != options_.cluster_name) {
     ++stats_.foreign_cluster;
     return;
   }
-  if (scratch_.from_id().empty() || scratch_.from_id() == membership_.self().id) {
+  if (message.from_id().empty() || message.from_id() == membership_.self().id) {
     ++stats_.malformed_payloads;  // nameless, or our own echo: nothing to learn
     return;
   }
-  membership_.on_message(scratch_, now, membership_out_);
-  if (scratch_.has_counters()) on_counters(scratch_, now);
+  membership_.on_message(message, now, membership_out_);
+  if (message.has_counters()) on_counters(message, now);
   for (OutMessage& m : membership_out_) send(std::move(m));
   membership_out_.clear();
 }
@@ -243,6 +271,9 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   std::uint64_t run_consumed = 0;
   bool run_merged = true;
   const std::uint64_t origins_over_bound = limiter_.ledger().origins_over_bound();
+  // Each origin of the payload interned once, on first use (not per entry).
+  constexpr std::uint32_t kNotYet = Ledger::kNoOrigin - 1;
+  origin_slots_.assign(static_cast<std::size_t>(origin_count), kNotYet);
   for (const peer::v1::CounterEntry& entry : counters.entries()) {
     ++stats_.entries_received;
     if (entry.key() != run_key) {
@@ -255,9 +286,17 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
       run_merged = false;
       continue;
     }
-    const std::uint64_t increase = limiter_.merge_remote(
-        entry.key(), counters.origins(static_cast<int>(entry.origin())), entry.incarnation(),
-        entry.consumed(), now);
+    std::uint32_t& origin = origin_slots_[entry.origin()];
+    // Over the bound (kNoOrigin) is asked again, so it is counted per entry.
+    if (origin == kNotYet || origin == Ledger::kNoOrigin) {
+      origin = limiter_.ledger().intern_origin(counters.origins(static_cast<int>(entry.origin())));
+      if (origin == Ledger::kNoOrigin) {
+        run_merged = false;  // not merged: its key's balance must not be used
+        continue;
+      }
+    }
+    const std::uint64_t increase =
+        limiter_.merge_remote(entry.key(), origin, entry.incarnation(), entry.consumed(), now);
     if (increase > 0) {
       ++stats_.entries_applied;
       stats_.tokens_charged_remote += increase;
@@ -344,26 +383,32 @@ void ClusterNode::gossip_round(TimeUs now) {
   base.set_cluster(options_.cluster_name);
   CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
   const std::vector<std::string>& changed = ledger.changed();
-  std::vector<std::string> sent_keys;
+  std::vector<std::size_t> sent_keys;  // indices into changed
   bool deferred = false;
-  for (auto it = changed.rbegin(); it != changed.rend(); ++it) {
-    const Ledger::KeyState* state = ledger.find(*it);
-    if (state == nullptr || state->sends_left == 0) continue;
+  for (std::size_t i = changed.size(); i-- > 0;) {
+    const Ledger::KeyState& state = ledger.changed_state(i);
+    if (state.sends_left == 0) continue;
     const bool may_open = packer.finished() + 1 < options_.max_packets_per_round;
-    if (!packer.add(*it, *state, may_open)) {
+    if (!packer.add(changed[i], state, may_open)) {
       deferred = true;
       break;
     }
-    sent_keys.push_back(*it);
+    sent_keys.push_back(i);
   }
   if (deferred) ++stats_.gossip_backlog_deferred;
   std::vector<PeerMessage> packets = packer.take();
-  for (const std::string& key : sent_keys) ledger.sent(key);
+  for (const std::size_t i : sent_keys) ledger.sent_changed(i);
   ledger.compact_changed();
-  for (const PeerMessage& packet : packets) {
+  std::string body;
+  for (PeerMessage& packet : packets) {
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
     stats_.balances_sent += count_balances(packet) * peers.size();
-    for (const Member* peer : peers) send({peer->address, packet});
+    // The counters are the same for every peer; only the piggybacked news
+    // differs. Serialize them once.
+    packet.clear_cluster();
+    body.clear();
+    packet.SerializeToString(&body);
+    for (const Member* peer : peers) send_body(peer->address, body);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <memory>
 #include <random>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@
 #include "core/limiter.h"
 #include "core/membership.h"
 #include "core/time.h"
+#include "google/protobuf/arena.h"
 
 namespace rlimit::core {
 
@@ -92,6 +94,14 @@ class ClusterNode {
 
  private:
   void send(OutMessage message);
+  // Sends `body` (a serialized PeerMessage holding only its body field) to
+  // `address` behind this node's header and piggybacked news: the body is
+  // serialized once for all the peers of a gossip round.
+  void send_body(const std::string& address, const std::string& body);
+  // Sets the header fields of `m`, adds piggybacked news if it has none and
+  // trims the news until `m` and `body_bytes` more fit in a payload.
+  void prepare(peer::v1::PeerMessage& m, std::size_t body_bytes);
+  void emit(std::string address, std::string payload);
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
   // Offers each packed key's balance as of `now` (Limiter::offered_balance).
@@ -110,7 +120,15 @@ class ClusterNode {
   ClusterStats stats_;
   TimeUs next_gossip_us_ = 0;
   TimeUs next_anti_entropy_us_ = 0;
-  peer::v1::PeerMessage scratch_;
+  // Received payloads are parsed on this arena, reset before each parse:
+  // no per-entry frees (a reused heap message would delete its Counters body
+  // and every key string before each parse), and no allocation at all while
+  // a payload fits in the initial block.
+  static constexpr std::size_t kArenaBlockBytes = 16 * 1024;
+  std::unique_ptr<char[]> arena_block_;
+  google::protobuf::Arena arena_;
+  peer::v1::PeerMessage header_;  // reused by send_body
+  std::vector<std::uint32_t> origin_slots_;  // on_counters: payload origin -> ledger index
 };
 
 }  // namespace rlimit::core

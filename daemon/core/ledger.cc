@@ -47,22 +47,23 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
   return index;
 }
 
-Ledger::KeyState& Ledger::touch(std::string_view key, TimeUs now) {
-  auto it = keys_.find(key);
-  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+Ledger::KeyState& Ledger::touch(Keys::iterator it, TimeUs now) {
   KeyState& state = it->second;
   state.changed_us = std::max(state.changed_us, now);
   state.sends_left = retransmit_rounds_;
   if (!state.queued) {
     state.queued = true;
     changed_.push_back(it->first);
+    changed_states_.push_back(&state);
   }
   return state;
 }
 
 void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   if (cost == 0) return;
-  KeyState& state = touch(key, now);
+  auto it = keys_.find(key);
+  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  KeyState& state = touch(it, now);
   if (state.own < 0) {
     // A fresh entry: incarnation = process incarnation + time since start, so
     // it is larger than any entry this origin made for this key before.
@@ -86,12 +87,13 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return {};
       const std::uint64_t increase = consumed - e.consumed;
       e.consumed = consumed;
-      touch(key, now);
+      touch(it, now);
       return {increase, 0};
     }
   }
   if (consumed == 0) return {};
-  KeyState& state = touch(key, now);
+  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  KeyState& state = touch(it, now);
   state.entries.push_back({origin, incarnation, consumed});
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
@@ -141,17 +143,21 @@ void Ledger::sent(std::string_view key) {
 void Ledger::compact_changed() {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < changed_.size(); ++i) {
-    auto it = keys_.find(changed_[i]);
-    assert(it != keys_.end());  // queued keys are never swept
-    if (it->second.sends_left == 0) {
-      it->second.queued = false;
+    KeyState& state = *changed_states_[i];
+    assert(keys_.find(changed_[i]) != keys_.end() && &keys_.find(changed_[i])->second == &state);
+    if (state.sends_left == 0) {
+      state.queued = false;
       continue;
     }
     // Never self-move: a moved-onto-itself string may come out empty.
-    if (kept != i) changed_[kept] = std::move(changed_[i]);
+    if (kept != i) {
+      changed_[kept] = std::move(changed_[i]);
+      changed_states_[kept] = &state;
+    }
     ++kept;
   }
   changed_.resize(kept);
+  changed_states_.resize(kept);
 }
 
 void Ledger::visit_slice(std::size_t max_visits,

@@ -104,8 +104,14 @@ class Ledger {
   // Keys that changed, oldest first; the cluster node packs from the back
   // and calls sent() for what it sent.
   const std::vector<std::string>& changed() const { return changed_; }
+  // The state of changed()[i], without a lookup.
+  const KeyState& changed_state(std::size_t i) const { return *changed_states_[i]; }
   // One gossip round sent `key` (decrements its rounds left).
   void sent(std::string_view key);
+  // The same for changed()[i], without a lookup.
+  void sent_changed(std::size_t i) {
+    if (changed_states_[i]->sends_left > 0) --changed_states_[i]->sends_left;
+  }
   // Drops keys with no rounds left from changed(). Call once per round.
   void compact_changed();
 
@@ -133,14 +139,18 @@ class Ledger {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  KeyState& touch(std::string_view key, TimeUs now);
+  using Keys = std::unordered_map<std::string, KeyState, Hash, std::equal_to<>>;
+  KeyState& touch(Keys::iterator it, TimeUs now);
 
-  std::unordered_map<std::string, KeyState, Hash, std::equal_to<>> keys_;
+  Keys keys_;
   std::vector<std::string> origins_{""};  // [0] is self
   std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> origin_index_;
   std::uint64_t incarnation_ = 0;
   TimeUs start_us_ = 0;
   std::vector<std::string> changed_;
+  // The state of each key of changed_, same order. Element pointers of an
+  // unordered_map survive rehashing, and queued keys are never swept.
+  std::vector<KeyState*> changed_states_;
   std::uint16_t retransmit_rounds_ = 3;
   std::size_t slice_cursor_ = 0;
   std::size_t sweep_cursor_ = 0;

@@ -665,6 +665,12 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
                                     TimeUs now) {
   const std::uint32_t origin_index = ledger_.intern_origin(origin);
   if (origin_index == Ledger::kNoOrigin) return 0;
+  return merge_remote(key, origin_index, incarnation, consumed, now);
+}
+
+std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_index,
+                                    std::uint64_t incarnation, std::uint64_t consumed,
+                                    TimeUs now) {
   const Ledger::Merged merged = ledger_.merge(key, origin_index, incarnation, consumed, now);
   const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;

@@ -211,6 +211,10 @@ class Limiter {
   // beyond the offer's, capped at burst. Returns the whole tokens it rose by.
   std::int64_t raise_balance(std::string_view key, std::int64_t balance,
                              std::uint64_t offered_consumed, TimeUs now);
+  // The same with the origin already interned (ledger().intern_origin, not
+  // kNoOrigin): a payload's entries share a few origins, interned once each.
+  std::uint64_t merge_remote(std::string_view key, std::uint32_t origin_index,
+                             std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.

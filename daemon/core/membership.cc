@@ -163,6 +163,7 @@ Membership::Membership(MembershipOptions options, std::uint64_t seed)
   self.state = MemberState::kAlive;
   self.incarnation = options_.incarnation;
   self.seq = 0;
+  index_.emplace(self.id, 0);
   members_.push_back(std::move(self));
 }
 
@@ -280,17 +281,13 @@ std::vector<const Member*> Membership::live_peers() const {
 }
 
 Member* Membership::find(std::string_view id) {
-  for (Member& m : members_) {
-    if (m.id == id) return &m;
-  }
-  return nullptr;
+  const auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &members_[it->second];
 }
 
 const Member* Membership::find(std::string_view id) const {
-  for (const Member& m : members_) {
-    if (m.id == id) return &m;
-  }
-  return nullptr;
+  const auto it = index_.find(id);
+  return it == index_.end() ? nullptr : &members_[it->second];
 }
 
 Member* Membership::add_member(const std::string& id, const std::string& address, MemberState state,
@@ -306,6 +303,7 @@ Member* Membership::add_member(const std::string& id, const std::string& address
   m.incarnation = incarnation;
   m.seq = seq;
   m.state_since_us = now;
+  index_.emplace(m.id, members_.size());
   members_.push_back(std::move(m));
   // Somewhere in what is left of this round, as SWIM does, so a newcomer is
   // probed within one round rather than after the next reshuffle.
@@ -318,7 +316,10 @@ Member* Membership::add_member(const std::string& id, const std::string& address
 void Membership::remove_member(std::size_t index) {
   assert(index > 0 && index < members_.size());
   const std::string id = members_[index].id;
+  index_.erase(id);
   members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(index));
+  // Members after it moved down one place.
+  for (std::size_t k = index; k < members_.size(); ++k) index_.find(members_[k].id)->second = k;
   std::erase_if(pending_updates_, [&](const PendingUpdate& p) { return p.node_id == id; });
   for (std::size_t k = 0; k < probe_order_.size();) {
     if (probe_order_[k] == index) {

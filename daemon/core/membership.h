@@ -30,6 +30,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/time.h"
@@ -127,6 +128,9 @@ class Membership {
   // Everyone we know, ourselves first.
   const std::vector<Member>& members() const { return members_; }
   const Member& self() const { return members_.front(); }
+  // The member with this id (ourselves included), nullptr if unknown or
+  // forgotten. O(1): an index by id kept in step with members().
+  const Member* member(std::string_view id) const { return find(id); }
   // True once any other member has been heard from (or there are no seeds).
   bool joined() const { return joined_; }
   const MembershipStats& stats() const { return stats_; }
@@ -167,9 +171,19 @@ class Membership {
   void reconnect(Outbox& out);
   void expire(TimeUs now);
 
+  // Transparent hashing, so find(string_view) allocates nothing.
+  struct IdHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
   MembershipOptions options_;
   std::mt19937_64 rng_;
   std::vector<Member> members_;  // [0] is self
+  // Member id -> its index in members_, kept in step by add_member and
+  // remove_member (the only places members_ grows or shrinks; ids never
+  // change). Only looked up, never iterated: order stays members_'s.
+  std::unordered_map<std::string, std::size_t, IdHash, std::equal_to<>> index_;
   bool joined_ = false;
   bool leaving_ = false;
   MembershipStats stats_;

@@ -669,6 +669,80 @@ TEST(MembershipTest, MaxMembersIsABoundAndCounted) {
   EXPECT_EQ(out.size(), 1u);  // still answered
 }
 
+// The index by id agrees with members(): every member is found at its own
+// place, and nothing else is found.
+void expect_index_consistent(const Membership& m, const std::vector<std::string>& absent) {
+  for (const Member& member : m.members()) EXPECT_EQ(m.member(member.id), &member) << member.id;
+  for (const std::string& id : absent) EXPECT_EQ(m.member(id), nullptr) << id;
+}
+
+TEST(MembershipTest, IndexByIdFollowsJoinsDeathsAndForgetting) {
+  MembershipOptions options = options_for(0, {});
+  options.dead_retention_us = 10 * kUsPerSecond;
+  Membership m(options, 1);
+  Outbox out;
+  m.start(0, out);
+  expect_index_consistent(m, {"m0", "nobody"});
+  EXPECT_EQ(m.member(id_of(0)), &m.self());
+  // Ten members join (news of them piggybacked on b's Ack; b is added too).
+  PeerMessage joins = from("b");
+  for (int i = 0; i < 10; ++i) add_update(joins, "m" + std::to_string(i), MemberUpdate::ALIVE, 1, 0);
+  joins.mutable_ack();
+  m.on_message(joins, 10, out);
+  ASSERT_EQ(m.members().size(), 12u);
+  expect_index_consistent(m, {"nobody"});
+  // Some die, at different times, in no particular order of the table:
+  // forgetting them removes entries from the middle and the end.
+  PeerMessage deaths = from("b");
+  for (int i : {7, 2, 9}) add_update(deaths, "m" + std::to_string(i), MemberUpdate::DEAD, 1, 0);
+  deaths.mutable_ack();
+  m.on_message(deaths, 1 * kUsPerSecond, out);
+  PeerMessage later = from("b");
+  add_update(later, "m4", MemberUpdate::LEFT, 1, 0);
+  later.mutable_ack();
+  m.on_message(later, 5 * kUsPerSecond, out);
+  expect_index_consistent(m, {"nobody"});
+  // The first three are forgotten at 11 s, m4 at 15 s.
+  m.tick(11 * kUsPerSecond + 1, out);
+  expect_index_consistent(m, {"m7", "m2", "m9", "nobody"});
+  ASSERT_NE(m.member("m4"), nullptr);
+  m.tick(15 * kUsPerSecond + 1, out);
+  expect_index_consistent(m, {"m7", "m2", "m9", "m4"});
+  // One that was forgotten joins again: it is found at its new place.
+  PeerMessage back = from("b");
+  add_update(back, "m2", MemberUpdate::ALIVE, 2, 0);
+  back.mutable_ack();
+  m.on_message(back, 16 * kUsPerSecond, out);
+  ASSERT_NE(m.member("m2"), nullptr);
+  EXPECT_EQ(m.member("m2")->incarnation, 2u);
+  EXPECT_EQ(m.member("m2"), &m.members().back());
+  expect_index_consistent(m, {"m7", "m9", "m4"});
+}
+
+TEST(MembershipSimTest, IndexByIdAgreesAfterCrashesAndForgetting) {
+  Network net;
+  for (int i = 0; i < 8; ++i) {
+    MembershipOptions options = options_for(i, {address_of(0)});
+    options.dead_retention_us = 5 * kUsPerSecond;
+    net.add(i, options, 700 + i);
+  }
+  ASSERT_TRUE(net.run_until([&] { return all_see(net, range(8), range(8), MemberState::kAlive); },
+                            10 * kUsPerSecond));
+  for (int i = 0; i < 8; ++i) expect_index_consistent(net.node(i), {"nobody"});
+  net.crash(3);
+  net.crash(6);
+  const std::vector<int> rest = {0, 1, 2, 4, 5, 7};
+  ASSERT_TRUE(net.run_until([&] { return all_see(net, rest, {3, 6}, MemberState::kDead); },
+                            20 * kUsPerSecond));
+  for (int i : rest) expect_index_consistent(net.node(i), {"nobody"});
+  net.run_for(8 * kUsPerSecond);
+  for (int i : rest) {
+    EXPECT_EQ(net.node(i).members().size(), 6u);
+    expect_index_consistent(net.node(i), {id_of(3), id_of(6)});
+  }
+  EXPECT_TRUE(all_see(net, rest, rest, MemberState::kAlive));
+}
+
 TEST(MembershipTest, HelperRelaysAnIndirectAck) {
   Membership helper(options_for(0, {}), 1);
   Outbox out;
