@@ -43,6 +43,17 @@ std::uint64_t xorshift(std::uint64_t& x) {
   return x;
 }
 
+// Makes every one of `key_count` per-user buckets exist, so a measuring loop
+// measures lookups, not inserts.
+void fill_users(Limiter& limiter, std::uint64_t key_count) {
+  CheckOutput out;
+  char buf[32];
+  for (std::uint64_t i = 0; i < key_count; ++i) {
+    const Descriptor d[] = {{"user", user_name(i, buf)}};
+    limiter.check({d, 1, nullptr}, 0, out);
+  }
+}
+
 void BM_TokenBucketHotKey(benchmark::State& state) {
   Limiter limiter({}, per_user_rules());
   const Descriptor descriptors[] = {{"user", "alice"}};
@@ -93,14 +104,10 @@ void BM_TokenBucketManyKeys(benchmark::State& state) {
   const auto key_count = static_cast<std::uint64_t>(state.range(0));
   const bool zipf = state.range(1) != 0;
   Limiter limiter({.max_keys = key_count}, per_user_rules());
+  fill_users(limiter, key_count);
   CheckOutput out;
   TimeUs now = 0;
   char buf[32];
-  // Warm: every key exists, so the loop measures lookups, not inserts.
-  for (std::uint64_t i = 0; i < key_count; ++i) {
-    const Descriptor d[] = {{"user", user_name(i, buf)}};
-    limiter.check({d, 1, nullptr}, now, out);
-  }
   std::vector<std::uint32_t> ranks;
   if (zipf) {
     // Inverse-CDF table of 64K draws from Zipf(1) over key_count keys.
@@ -136,13 +143,9 @@ void BM_TokenBucketManyKeysPrefetched(benchmark::State& state) {
   const auto key_count = static_cast<std::uint64_t>(state.range(0));
   const auto ahead = static_cast<std::size_t>(state.range(1));
   Limiter limiter({.max_keys = key_count}, per_user_rules());
+  fill_users(limiter, key_count);
   CheckOutput out;
   TimeUs now = 0;
-  char buf[32];
-  for (std::uint64_t i = 0; i < key_count; ++i) {
-    const Descriptor d[] = {{"user", user_name(i, buf)}};
-    limiter.check({d, 1, nullptr}, now, out);
-  }
   // A ring of upcoming requests, as a batch frame would hold them.
   constexpr std::size_t kRing = 64;
   char names[kRing][32];
