@@ -184,6 +184,17 @@ struct Limiter::AlgorithmScratch {
   RuleState fresh_state;
   alg::Verdict verdict;
 };
+Limiter::CompiledLimit::CompiledLimit(const BucketParams& bucket_params,
+                                      const AlgorithmParams& algorithm_params,
+                                      const AlgorithmOptions* algorithm_options)
+    : bucket(bucket_params),
+      params(algorithm_params),
+      options(algorithm_options),
+      algorithm(algorithm_of(algorithm_params)),
+      in_cell(core::in_cell(algorithm_params)),
+      hands_out_waits(core::hands_out_waits(algorithm_params)),
+      schedules(algorithm != Algorithm::kSlidingLog && algorithm != Algorithm::kConcurrency) {}
+
 void CheckOutput::clear() {
   allowed = false;
   status = CheckStatus::kOk;
@@ -352,7 +363,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     p.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
     p.hard_token_bucket =
         p.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
-    p.in_table = p.token_bucket || in_cell(p.limit->params);
+    p.in_table = p.token_bucket || p.limit->in_cell;
     if (!p.hard_token_bucket || input.mode == CheckMode::kReserve) take_scratch(p);
     p.key_offset = key_used;
     p.key_bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
@@ -458,7 +469,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       } else {
         // A request's own maximum wait replaces the rule's.
         AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
-        scratch.effective = input.max_wait_us >= 0 && hands_out_waits(p.limit->params)
+        scratch.effective = input.max_wait_us >= 0 && p.limit->hands_out_waits
                                 ? with_max_wait(p.limit->params, input.max_wait_us)
                                 : p.limit->params;
         if (p.in_table) {
@@ -474,13 +485,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       }
       if (!p.hard_token_bucket || reserve) {
         alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
-        // A sliding log logs a request when it is admitted, not when it
-        // proceeds (a deferred one would expire early), and a concurrency
-        // slot is held, not scheduled: those two decide a reserve now.
-        const bool schedules = p.limit == nullptr || (algorithm_of(p.limit->params) !=
-                                                          Algorithm::kSlidingLog &&
-                                                      algorithm_of(p.limit->params) !=
-                                                          Algorithm::kConcurrency);
+        const bool schedules = p.limit == nullptr || p.limit->schedules;
         if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
             (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
           // Taken now, proceeding when it would have fit.
@@ -573,7 +578,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       v.reset_after_us = bucket.reset_after_us(p.params);
       continue;
     }
-    v.algorithm = p.limit != nullptr ? algorithm_of(p.limit->params) : Algorithm::kTokenBucket;
+    v.algorithm = p.limit != nullptr ? p.limit->algorithm : Algorithm::kTokenBucket;
     v.over_limit = p.decision.allowed && p.decision.over_limit;
     const alg::Verdict& verdict = algorithm_scratch_[p.scratch].verdict;
     v.capacity = verdict.limit;
@@ -590,9 +595,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
 
 std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
   out.clear();
-  CheckInput all = input;
-  all.mode = CheckMode::kPeek;  // nothing reserve-specific refused
-  if (!gather(all, out)) return 0;
+  if (!gather(input, out)) return 0;
   std::size_t existed = 0;
   out.allowed = true;
   for (const Pending& p : pending_) {
@@ -605,7 +608,7 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
-    v.algorithm = p.limit != nullptr ? algorithm_of(p.limit->params) : Algorithm::kTokenBucket;
+    v.algorithm = p.limit != nullptr ? p.limit->algorithm : Algorithm::kTokenBucket;
     v.key = key;
     v.allowed = true;
   }
@@ -692,7 +695,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
   };
   std::int64_t charge = 0;
   const bool room = total_keys() < options_.max_keys;
-  if (in_cell(limit->params)) {
+  if (limit->in_cell) {
     const bool token_bucket = limit->token_bucket();
     StateCell* cell = table_.find(key);
     if (cell == nullptr) {
@@ -790,7 +793,7 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
   // exactly when it is next used.
   const auto cell_idle = [&](std::string_view key, const StateCell& cell) {
     const std::optional<CompiledLimit> limit = limit_for_key(key);
-    if (!limit || !in_cell(limit->params)) return true;  // its rule changed or left
+    if (!limit || !limit->in_cell) return true;  // its rule changed or left
     if (!limit->token_bucket()) return cell_is_idle(cell, limit->params, now);
     TokenBucket probe = cell.as<TokenBucket>();
     probe.refill(limit->bucket, now);
@@ -798,7 +801,7 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
   };
   const auto state_idle = [&](std::string_view key, const RuleState& state) {
     const std::optional<CompiledLimit> limit = limit_for_key(key);
-    if (!limit || in_cell(limit->params)) return true;
+    if (!limit || limit->in_cell) return true;
     return state_is_idle(state, limit->params, now);
   };
   std::size_t evicted = table_.sweep(max_visits, cell_idle);

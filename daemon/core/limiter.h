@@ -232,11 +232,21 @@ class Limiter {
   std::shared_ptr<const CompiledRules> compiled_;
   LimiterOptions options_;
   // What a key of one rule (or one of its overrides) runs.
+  // What a key of one rule (or one of its overrides) runs, with the facts
+  // the check path needs derived once, when the rules are installed.
   struct CompiledLimit {
+    CompiledLimit(const BucketParams& bucket, const AlgorithmParams& params,
+                  const AlgorithmOptions* options);
     BucketParams bucket;
     AlgorithmParams params;  // BucketParams for the token bucket
     const AlgorithmOptions* options = nullptr;
-    bool token_bucket() const { return params.index() == 0; }
+    Algorithm algorithm;
+    bool in_cell;          // the state is a StateCell in the KeyTable
+    bool hands_out_waits;  // a request's max wait replaces the rule's
+    // A reserve may defer the request (not so for the sliding log, which
+    // logs a request when admitted, nor concurrency, whose slot is held).
+    bool schedules;
+    bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit
   // encoded in it) is known here. Inline limits are token buckets.

@@ -281,14 +281,4 @@ bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs
   });
 }
 
-std::size_t state_heap_bytes(const RuleState& state) {
-  if (const auto* log = std::get_if<alg::SlidingLog::State>(&state)) {
-    return log->buffer.capacity() * sizeof(alg::SlidingLog::Entry);
-  }
-  if (const auto* leases = std::get_if<alg::Concurrency::State>(&state)) {
-    return leases->leases.capacity() * sizeof(alg::Concurrency::Lease);
-  }
-  return 0;
-}
-
 }  // namespace rlimit::core

@@ -96,7 +96,5 @@ alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::i
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
                          TimeUs now);
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now);
-// Heap bytes the state holds beyond its own size (logs, leases).
-std::size_t state_heap_bytes(const RuleState& state);
 
 }  // namespace rlimit::core

@@ -56,16 +56,4 @@ std::size_t StateTable::sweep(std::size_t max_visits, const EvictPredicate& evic
   return erased;
 }
 
-std::size_t StateTable::memory_bytes() const {
-  // A node holds the key string and the state, plus a next pointer and the
-  // cached hash; keys longer than the small-string buffer have heap copies.
-  std::size_t bytes = map_.bucket_count() * sizeof(void*);
-  for (const auto& [key, state] : map_) {
-    bytes += sizeof(void*) + sizeof(std::size_t) + sizeof(std::string) + sizeof(RuleState);
-    if (key.size() > 15) bytes += key.size() + 1;
-    bytes += state_heap_bytes(state);
-  }
-  return bytes;
-}
-
 }  // namespace rlimit::core

@@ -31,8 +31,6 @@ class StateTable {
   std::size_t sweep(std::size_t max_visits, const EvictPredicate& evict);
 
   std::size_t size() const { return map_.size(); }
-  // The map's nodes, bucket array and key and state heap bytes, estimated.
-  std::size_t memory_bytes() const;
 
  private:
   struct Hash {
@@ -45,7 +43,6 @@ class StateTable {
   };
   std::unordered_map<std::string, RuleState, Hash, Equal> map_;
   std::size_t sweep_bucket_ = 0;  // the map bucket the next sweep starts at
-  std::size_t heap_state_bytes_ = 0;
 };
 
 }  // namespace rlimit::core

@@ -32,9 +32,9 @@ Session::Session(Socket socket, std::uint64_t id, Dispatcher& dispatcher,
       counters_(counters),
       on_closed_(std::move(on_closed)),
       in_(kReadChunkBytes, '\0'),
-      deadline_(socket_.get_executor()),
       request_(std::make_unique<v1::Request>()),
-      response_(std::make_unique<v1::Response>()) {}
+      response_(std::make_unique<v1::Response>()),
+      deadline_(socket_.get_executor()) {}
 
 Session::~Session() = default;
 
