@@ -817,6 +817,7 @@ struct Client::Impl {
   std::string socket_path;
   int fd = -1;
   std::uint64_t next_id = 1;
+  std::uint64_t refused_over_max_pending = 0;
 
   std::string out;  // frames not yet written, from out_offset on
   std::size_t out_offset = 0;
@@ -995,6 +996,7 @@ std::uint64_t Client::submit(const CheckRequest& request) {
   Impl& impl = *impl_;
   const std::uint64_t id = impl.next_id++;
   if (impl.tickets.size() >= impl.options.max_pending) {
+    ++impl.refused_over_max_pending;
     impl.tickets.push_back(
         {id, true,
          impl.fail_decision(DecisionStatus::kUnavailable,
@@ -1054,6 +1056,10 @@ std::pair<std::uint64_t, Decision> Client::receive() {
 }
 
 std::size_t Client::pending() const { return impl_ ? impl_->tickets.size() : 0; }
+
+std::uint64_t Client::refused_over_max_pending() const {
+  return impl_ ? impl_->refused_over_max_pending : 0;
+}
 
 std::optional<DaemonStatus> Client::status(std::string* error) {
   Impl& impl = *impl_;

@@ -149,7 +149,8 @@ TEST(ClientTest, DeniedDecisionReportsLongestRetryAfter) {
 TEST(ClientTest, RetryAfterIsMinusOneWhenARuleNeverAllows) {
   Decision d;
   d.allowed = false;
-  d.rules = {{"a", false, 1, 1000, 1, 0, 900, 0}, {"b", false, 1, 1000, 1, 0, -1, 0}};
+  d.rules = {{"a", false, 1, 1000, 1, 0, 900, 0, "token_bucket", 0, "", false},
+             {"b", false, 1, 1000, 1, 0, -1, 0, "token_bucket", 0, "", false}};
   EXPECT_EQ(d.retry_after_us(), -1);
   d.allowed = true;
   EXPECT_EQ(d.retry_after_us(), 0);
@@ -466,6 +467,7 @@ TEST(ClientTest, SubmitsBeyondMaxPendingAreAnsweredAtOnceAndNotSent) {
     }
   }
   EXPECT_EQ(server.frames(), 3u);
+  EXPECT_EQ(client.refused_over_max_pending(), 2u);
   // With the tickets received there is room again.
   const std::uint64_t again = client.submit(alice_request());
   EXPECT_EQ(client.receive().first, again);

@@ -234,6 +234,8 @@ class RLIMIT_API Client {
   void flush();
   std::pair<std::uint64_t, Decision> receive();
   std::size_t pending() const;
+  // Submits answered at once because max_pending tickets were outstanding.
+  std::uint64_t refused_over_max_pending() const;
 
   // The daemon's status, or nullopt with `error` set.
   std::optional<DaemonStatus> status(std::string* error = nullptr);
