@@ -217,6 +217,7 @@ void Membership::on_message(const PeerMessage& message, TimeUs now, Outbox& out)
       if (m != nullptr && m->incarnation == message.from_incarnation() && !is_gone(m->state)) {
         m->state = MemberState::kLeft;
         m->state_since_us = now;
+        note_state_since(*m);
         enqueue(m->id);
       }
       break;
@@ -303,6 +304,7 @@ Member* Membership::add_member(const std::string& id, const std::string& address
   m.incarnation = incarnation;
   m.seq = seq;
   m.state_since_us = now;
+  note_state_since(m);
   index_.emplace(m.id, members_.size());
   members_.push_back(std::move(m));
   // Somewhere in what is left of this round, as SWIM does, so a newcomer is
@@ -402,6 +404,7 @@ void Membership::apply(const MemberUpdate& update, TimeUs now, bool spread) {
   m->seq = w.seq;
   m->state = *state;
   m->state_since_us = now;
+  note_state_since(*m);
   if (*state == MemberState::kDead && before != MemberState::kDead) ++stats_.deaths;
   if (spread) enqueue(m->id);
 }
@@ -688,6 +691,7 @@ void Membership::check_probes(TimeUs now, Outbox& out) {
       if (target != nullptr && target->state == MemberState::kAlive) {
         target->state = MemberState::kSuspect;
         target->state_since_us = now;
+        note_state_since(*target);
         ++stats_.suspicions;
         enqueue(target->id);
       }
@@ -735,7 +739,18 @@ void Membership::reconnect(Outbox& out) {
   send(out, target.address, target.id, std::move(ping));
 }
 
+void Membership::note_state_since(const Member& m) {
+  TimeUs deadline = kNever;
+  if (m.state == MemberState::kSuspect) deadline = m.state_since_us + options_.suspicion_timeout_us;
+  if (is_gone(m.state)) deadline = m.state_since_us + options_.dead_retention_us;
+  next_expiry_us_ = std::min(next_expiry_us_, deadline);
+}
+
 void Membership::expire(TimeUs now) {
+  std::erase_if(indirect_requests_, [&](const IndirectRequest& r) { return now >= r.expires_us; });
+  // Nothing can expire before the earliest deadline: no walk over every
+  // member per tick (at 1,000 members that walk was a fifth of a simulation).
+  if (now < next_expiry_us_) return;
   for (std::size_t i = 1; i < members_.size(); ++i) {
     Member& m = members_[i];
     if (m.state == MemberState::kSuspect &&
@@ -752,7 +767,8 @@ void Membership::expire(TimeUs now) {
       remove_member(i);
     }
   }
-  std::erase_if(indirect_requests_, [&](const IndirectRequest& r) { return now >= r.expires_us; });
+  next_expiry_us_ = kNever;
+  for (std::size_t i = 1; i < members_.size(); ++i) note_state_since(members_[i]);
 }
 
 }  // namespace rlimit::core

@@ -170,6 +170,9 @@ class Membership {
   void check_probes(TimeUs now, Outbox& out);
   void reconnect(Outbox& out);
   void expire(TimeUs now);
+  // Lowers next_expiry_us_ to when `m` (just given its state_since_us) can
+  // expire, if it can.
+  void note_state_since(const Member& m);
 
   // Transparent hashing, so find(string_view) allocates nothing.
   struct IdHash {
@@ -193,6 +196,9 @@ class Membership {
   std::vector<std::size_t> probe_order_;
   std::size_t probe_cursor_ = 0;
   TimeUs next_probe_us_ = 0;
+  static constexpr TimeUs kNever = INT64_MAX;
+  // No suspect or gone member expires before this (a lower bound).
+  TimeUs next_expiry_us_ = kNever;
   TimeUs next_join_us_ = 0;
   TimeUs next_rejoin_us_ = 0;
   std::size_t rejoin_cursor_ = 0;
