@@ -38,7 +38,7 @@ struct ClusterOptions {
   std::uint32_t fanout = 3;            // 0: every live peer (mesh)
   std::uint32_t max_payload_bytes = 1400 - 37;  // MTU minus the envelope
   std::uint32_t max_packets_per_round = 16;     // per peer per gossip round; rest waits (counted)
-  std::uint32_t retransmit_rounds = 0;          // 0: ceil(log2(live + 1)) + 1
+  std::uint32_t retransmit_rounds = 0;          // 0: ceil((ln(live + 1) + ln(100)) / peers per round), at least 2
   TimeUs anti_entropy_interval_us = 1'000'000;
   std::uint32_t anti_entropy_entries = 2048;    // counters per anti-entropy push
 };

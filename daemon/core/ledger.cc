@@ -47,10 +47,11 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
   return index;
 }
 
-Ledger::KeyState& Ledger::touch(Keys::iterator it, TimeUs now) {
+Ledger::KeyState& Ledger::touch(Keys::iterator it, Entry& entry, TimeUs now) {
   KeyState& state = it->second;
   state.changed_us = std::max(state.changed_us, now);
-  state.sends_left = retransmit_rounds_;
+  entry.sends_left = retransmit_rounds_;
+  state.sends_left = std::max(state.sends_left, retransmit_rounds_);
   if (!state.queued) {
     state.queued = true;
     changed_.push_back(it->first);
@@ -59,19 +60,30 @@ Ledger::KeyState& Ledger::touch(Keys::iterator it, TimeUs now) {
   return state;
 }
 
+void Ledger::sent_entries(KeyState& state) {
+  std::uint16_t most = 0;
+  for (Entry& e : state.entries) {
+    if (e.sends_left > 0) --e.sends_left;
+    most = std::max(most, e.sends_left);
+  }
+  state.sends_left = most;
+}
+
 void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   if (cost == 0) return;
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
-  KeyState& state = touch(it, now);
+  KeyState& state = it->second;
   if (state.own < 0) {
     // A fresh entry: incarnation = process incarnation + time since start, so
     // it is larger than any entry this origin made for this key before.
     const auto elapsed = static_cast<std::uint64_t>(std::max<TimeUs>(0, now - start_us_));
-    state.entries.push_back({0, incarnation_ + elapsed, 0});
+    state.entries.push_back({0, 0, incarnation_ + elapsed, 0});
     state.own = static_cast<std::int32_t>(state.entries.size() - 1);
   }
-  state.entries[static_cast<std::size_t>(state.own)].consumed += cost;
+  Entry& own = state.entries[static_cast<std::size_t>(state.own)];
+  own.consumed += cost;
+  touch(it, own, now);
 }
 
 Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
@@ -87,14 +99,15 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return {};
       const std::uint64_t increase = consumed - e.consumed;
       e.consumed = consumed;
-      touch(it, now);
+      touch(it, e, now);
       return {increase, 0};
     }
   }
   if (consumed == 0) return {};
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
-  KeyState& state = touch(it, now);
-  state.entries.push_back({origin, incarnation, consumed});
+  std::vector<Entry>& entries = it->second.entries;
+  entries.push_back({origin, 0, incarnation, consumed});
+  touch(it, entries.back(), now);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
   return {consumed, incarnation < incarnation_ ? consumed : 0};
@@ -137,7 +150,7 @@ std::uint64_t Ledger::consumed_sum(const KeyState& state) {
 
 void Ledger::sent(std::string_view key) {
   auto it = keys_.find(key);
-  if (it != keys_.end() && it->second.sends_left > 0) --it->second.sends_left;
+  if (it != keys_.end()) sent_entries(it->second);
 }
 
 void Ledger::compact_changed() {

@@ -22,6 +22,9 @@
 // repaid). Anti-entropy offers only entries that changed within half the
 // retention, so by the time any node forgets a key, no peer offers it again.
 //
+// Gossip sends a key's changed entries only (each entry counts its own rounds
+// left); anti-entropy sends every entry.
+//
 // Not thread-safe; owned by one Limiter.
 #pragma once
 
@@ -40,7 +43,8 @@ namespace rlimit::core {
 class Ledger {
  public:
   struct Entry {
-    std::uint32_t origin = 0;  // index into origins()
+    std::uint32_t origin = 0;      // index into origins()
+    std::uint16_t sends_left = 0;  // gossip rounds this entry is still sent in
     std::uint64_t incarnation = 0;
     std::uint64_t consumed = 0;
   };
@@ -48,7 +52,7 @@ class Ledger {
     std::vector<Entry> entries;
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
     std::int32_t own = -1;              // index of our own entry, -1 none
-    std::uint16_t sends_left = 0;       // gossip rounds this key is still sent in
+    std::uint16_t sends_left = 0;       // the most any of its entries has left
     bool queued = false;                // in the changed list
     std::uint64_t history_charged = 0;  // history charged so far (charge_for)
     std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
@@ -106,12 +110,11 @@ class Ledger {
   const std::vector<std::string>& changed() const { return changed_; }
   // The state of changed()[i], without a lookup.
   const KeyState& changed_state(std::size_t i) const { return *changed_states_[i]; }
-  // One gossip round sent `key` (decrements its rounds left).
+  // One gossip round sent `key`'s changed entries (those with rounds left):
+  // decrements their rounds left.
   void sent(std::string_view key);
   // The same for changed()[i], without a lookup.
-  void sent_changed(std::size_t i) {
-    if (changed_states_[i]->sends_left > 0) --changed_states_[i]->sends_left;
-  }
+  void sent_changed(std::size_t i) { sent_entries(*changed_states_[i]); }
   // Drops keys with no rounds left from changed(). Call once per round.
   void compact_changed();
 
@@ -140,7 +143,10 @@ class Ledger {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   using Keys = std::unordered_map<std::string, KeyState, Hash, std::equal_to<>>;
-  KeyState& touch(Keys::iterator it, TimeUs now);
+  // Marks `entry` of the key at `it` as changed now: it is gossiped for the
+  // next retransmit_rounds_ rounds.
+  KeyState& touch(Keys::iterator it, Entry& entry, TimeUs now);
+  static void sent_entries(KeyState& state);
 
   Keys keys_;
   std::vector<std::string> origins_{""};  // [0] is self
