@@ -215,9 +215,7 @@ void Membership::on_message(const PeerMessage& message, TimeUs now, Outbox& out)
       // A Leave from an earlier life of the node must not retire the
       // restarted one.
       if (m != nullptr && m->incarnation == message.from_incarnation() && !is_gone(m->state)) {
-        m->state = MemberState::kLeft;
-        m->state_since_us = now;
-        note_state_since(*m);
+        set_state(*m, MemberState::kLeft, now);
         enqueue(m->id);
       }
       break;
@@ -273,12 +271,15 @@ void Membership::leave(TimeUs now, Outbox& out) {
 
 void Membership::add_piggyback(PeerMessage& message) { piggyback(message, {}); }
 
-std::vector<const Member*> Membership::live_peers() const {
-  std::vector<const Member*> peers;
-  for (std::size_t i = 1; i < members_.size(); ++i) {
-    if (is_live(members_[i].state)) peers.push_back(&members_[i]);
+const std::vector<const Member*>& Membership::live_peers() const {
+  if (!live_peers_valid_) {
+    live_peers_.clear();
+    for (std::size_t i = 1; i < members_.size(); ++i) {
+      if (is_live(members_[i].state)) live_peers_.push_back(&members_[i]);
+    }
+    live_peers_valid_ = true;
   }
-  return peers;
+  return live_peers_;
 }
 
 Member* Membership::find(std::string_view id) {
@@ -300,11 +301,9 @@ Member* Membership::add_member(const std::string& id, const std::string& address
   Member m;
   m.id = id;
   m.address = address;
-  m.state = state;
   m.incarnation = incarnation;
   m.seq = seq;
-  m.state_since_us = now;
-  note_state_since(m);
+  set_state(m, state, now);
   index_.emplace(m.id, members_.size());
   members_.push_back(std::move(m));
   // Somewhere in what is left of this round, as SWIM does, so a newcomer is
@@ -320,6 +319,7 @@ void Membership::remove_member(std::size_t index) {
   const std::string id = members_[index].id;
   index_.erase(id);
   members_.erase(members_.begin() + static_cast<std::ptrdiff_t>(index));
+  live_peers_valid_ = false;
   // Members after it moved down one place.
   for (std::size_t k = index; k < members_.size(); ++k) index_.find(members_[k].id)->second = k;
   std::erase_if(pending_updates_, [&](const PendingUpdate& p) { return p.node_id == id; });
@@ -356,8 +356,7 @@ void Membership::heard_from(const PeerMessage& message, TimeUs now) {
     m->incarnation = message.from_incarnation();
     m->seq = 0;
     if (!message.from_address().empty()) m->address = message.from_address();
-    m->state = MemberState::kAlive;
-    m->state_since_us = now;
+    set_state(*m, MemberState::kAlive, now);
     enqueue(m->id);
   }
   // Same incarnation: a SUSPECT or DEAD record stays until the member refutes
@@ -402,9 +401,7 @@ void Membership::apply(const MemberUpdate& update, TimeUs now, bool spread) {
   if (w.incarnation > v.incarnation && !update.address().empty()) m->address = update.address();
   m->incarnation = w.incarnation;
   m->seq = w.seq;
-  m->state = *state;
-  m->state_since_us = now;
-  note_state_since(*m);
+  set_state(*m, *state, now);
   if (*state == MemberState::kDead && before != MemberState::kDead) ++stats_.deaths;
   if (spread) enqueue(m->id);
 }
@@ -689,9 +686,7 @@ void Membership::check_probes(TimeUs now, Outbox& out) {
       // Only an ALIVE target: a SUSPECT one already has its timer running,
       // and a DEAD or LEFT one was settled by news meanwhile.
       if (target != nullptr && target->state == MemberState::kAlive) {
-        target->state = MemberState::kSuspect;
-        target->state_since_us = now;
-        note_state_since(*target);
+        set_state(*target, MemberState::kSuspect, now);
         ++stats_.suspicions;
         enqueue(target->id);
       }
@@ -739,6 +734,13 @@ void Membership::reconnect(Outbox& out) {
   send(out, target.address, target.id, std::move(ping));
 }
 
+void Membership::set_state(Member& m, MemberState state, TimeUs now) {
+  m.state = state;
+  m.state_since_us = now;
+  note_state_since(m);
+  live_peers_valid_ = false;
+}
+
 void Membership::note_state_since(const Member& m) {
   TimeUs deadline = kNever;
   if (m.state == MemberState::kSuspect) deadline = m.state_since_us + options_.suspicion_timeout_us;
@@ -755,8 +757,7 @@ void Membership::expire(TimeUs now) {
     Member& m = members_[i];
     if (m.state == MemberState::kSuspect &&
         now - m.state_since_us >= options_.suspicion_timeout_us) {
-      m.state = MemberState::kDead;
-      m.state_since_us = now;
+      set_state(m, MemberState::kDead, now);
       ++stats_.deaths;
       enqueue(m.id);
     }

@@ -123,8 +123,10 @@ class Membership {
   // Adds up to max_piggyback pending updates to `message`.
   void add_piggyback(peer::v1::PeerMessage& message);
 
-  // Members other than us that may receive traffic: ALIVE or SUSPECT.
-  std::vector<const Member*> live_peers() const;
+  // Members other than us that may receive traffic: ALIVE or SUSPECT. Kept
+  // between calls and rebuilt after any member changes state, joins or is
+  // forgotten; the reference is valid until the next non-const call.
+  const std::vector<const Member*>& live_peers() const;
   // Everyone we know, ourselves first.
   const std::vector<Member>& members() const { return members_; }
   const Member& self() const { return members_.front(); }
@@ -173,6 +175,8 @@ class Membership {
   // Lowers next_expiry_us_ to when `m` (just given its state_since_us) can
   // expire, if it can.
   void note_state_since(const Member& m);
+  // Gives `m` a new state as of `now` (every state change goes through here).
+  void set_state(Member& m, MemberState state, TimeUs now);
 
   // Transparent hashing, so find(string_view) allocates nothing.
   struct IdHash {
@@ -199,6 +203,8 @@ class Membership {
   static constexpr TimeUs kNever = INT64_MAX;
   // No suspect or gone member expires before this (a lower bound).
   TimeUs next_expiry_us_ = kNever;
+  mutable std::vector<const Member*> live_peers_;  // live_peers(), while valid
+  mutable bool live_peers_valid_ = false;
   TimeUs next_join_us_ = 0;
   TimeUs next_rejoin_us_ = 0;
   std::size_t rejoin_cursor_ = 0;
