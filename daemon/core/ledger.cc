@@ -1,6 +1,7 @@
 #include "core/ledger.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 
 namespace rlimit::core {
@@ -27,23 +28,62 @@ void walk(Map& map, std::size_t& cursor, std::size_t max_visits, F&& f) {
 }  // namespace
 
 void Ledger::set_self(std::string origin_id, std::uint64_t incarnation, TimeUs start_us) {
-  origin_index_.erase(origins_.front());
   origins_.front() = std::move(origin_id);
-  origin_index_[origins_.front()] = 0;
+  self_set_ = true;
+  rebuild_origin_slots(std::max<std::size_t>(16, origin_slots_.size()));
   incarnation_ = incarnation;
   start_us_ = start_us;
 }
 
+void Ledger::rebuild_origin_slots(std::size_t slot_count) {
+  assert(std::has_single_bit(slot_count) && slot_count >= 2 * origins_.size());
+  origin_slots_.assign(slot_count, OriginSlot{});
+  // Until set_self names us, origins_[0] is a placeholder no peer's name maps to.
+  for (std::size_t i = self_set_ ? 0 : 1; i < origins_.size(); ++i) {
+    index_origin(static_cast<std::uint32_t>(i));
+  }
+}
+
+void Ledger::index_origin(std::uint32_t index) {
+  const std::size_t hash = Hash{}(origins_[index]);
+  const std::size_t mask = origin_slots_.size() - 1;
+  for (std::size_t at = hash & mask;; at = (at + 1) & mask) {
+    OriginSlot& slot = origin_slots_[at];
+    if (slot.index_plus_one == 0) {
+      slot = {static_cast<std::uint32_t>(hash), index + 1};
+      return;
+    }
+    // A name already present keeps its first index (set_self's id may have
+    // been interned as a peer's before).
+    if (slot.hash == static_cast<std::uint32_t>(hash) &&
+        origins_[slot.index_plus_one - 1] == origins_[index]) {
+      return;
+    }
+  }
+}
+
 std::uint32_t Ledger::intern_origin(std::string_view id) {
-  auto it = origin_index_.find(id);
-  if (it != origin_index_.end()) return it->second;
+  if (origin_slots_.empty()) rebuild_origin_slots(16);
+  const std::size_t hash = Hash{}(id);
+  const std::size_t mask = origin_slots_.size() - 1;
+  for (std::size_t at = hash & mask;; at = (at + 1) & mask) {
+    const OriginSlot& slot = origin_slots_[at];
+    if (slot.index_plus_one == 0) break;
+    if (slot.hash == static_cast<std::uint32_t>(hash) && origins_[slot.index_plus_one - 1] == id) {
+      return slot.index_plus_one - 1;
+    }
+  }
   if (origins_.size() >= kMaxOrigins) {
     ++origins_over_bound_;
     return kNoOrigin;
   }
   origins_.emplace_back(id);
   const auto index = static_cast<std::uint32_t>(origins_.size() - 1);
-  origin_index_.emplace(origins_.back(), index);
+  if (2 * origins_.size() > origin_slots_.size()) {
+    rebuild_origin_slots(2 * origin_slots_.size());
+  } else {
+    index_origin(index);
+  }
   return index;
 }
 
