@@ -47,7 +47,7 @@ std::uint64_t count_balances(const PeerMessage& message) {
 // The balance to offer with a key's entries (Limiter::offered_balance), or
 // nullopt for none.
 using BalanceOf =
-    std::function<std::optional<std::int64_t>(const std::string& key, const Ledger::KeyState&)>;
+    std::function<std::optional<std::int64_t>(std::string_view key, const Ledger::KeyState&)>;
 
 // Builds Counters payloads of at most `max_bytes`, interning origins per message.
 class CounterPacker {
@@ -71,7 +71,7 @@ class CounterPacker {
   // is spread over several: each entry merges on its own, so any subset is a
   // valid message. That key alone may take a round past max_packets_per_round.
   // The key's balance is offered only with all of its entries together.
-  bool add(const std::string& key, const Ledger::KeyState& state, bool may_open,
+  bool add(std::string_view key, const Ledger::KeyState& state, bool may_open,
            Entries which = Entries::kAll) {
     const auto wanted = [which](const Ledger::Entry& e) {
       return which == Entries::kAll || e.sends_left > 0;
@@ -114,9 +114,9 @@ class CounterPacker {
 
   bool fits() const { return current_.ByteSizeLong() + kCounterSlackBytes <= max_bytes_; }
 
-  void append(const std::string& key, const Ledger::Entry& e) {
+  void append(std::string_view key, const Ledger::Entry& e) {
     auto* entry = counters()->add_entries();
-    entry->set_key(key);
+    entry->set_key(key.data(), key.size());
     entry->set_origin(local_origin(e.origin));
     entry->set_incarnation(e.incarnation);
     entry->set_consumed(e.consumed);
@@ -124,7 +124,7 @@ class CounterPacker {
 
   // All of `key`'s entries were just appended, contiguous and last: the
   // balance rides on the last one (peer.proto), if it still fits.
-  void offer_balance(const std::string& key, const Ledger::KeyState& state) {
+  void offer_balance(std::string_view key, const Ledger::KeyState& state) {
     if (!balance_of_) return;
     const std::optional<std::int64_t> balance = balance_of_(key, state);
     if (!balance) return;
@@ -146,7 +146,7 @@ class CounterPacker {
   // Adds the entries of `key` one by one, opening payloads as they fill. An
   // entry too large for an empty payload is left out.
   template <typename Wanted>
-  void split(const std::string& key, const Ledger::KeyState& state, const Wanted& wanted) {
+  void split(std::string_view key, const Ledger::KeyState& state, const Wanted& wanted) {
     for (const Ledger::Entry& e : state.entries) {
       if (!wanted(e)) continue;
       const std::size_t mark = entries();
@@ -207,7 +207,7 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
       }()) {}
 
 BalanceOf ClusterNode::balance_of(TimeUs now) const {
-  return [this, now](const std::string& key, const Ledger::KeyState& state) {
+  return [this, now](std::string_view key, const Ledger::KeyState& state) {
     return limiter_.offered_balance(key, state, now);
   };
 }
@@ -341,31 +341,35 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   if (!counters.anti_entropy()) return;
 
   // Push-pull: answer with every key of the push where we know something the
-  // sender did not say (an entry it lacks or holds lower).
-  std::unordered_map<std::string_view, std::vector<const peer::v1::CounterEntry*>> offered;
-  for (const peer::v1::CounterEntry& entry : counters.entries()) offered[entry.key()].push_back(&entry);
+  // sender did not say (an entry it lacks or holds lower). A key's entries
+  // come as one run (CounterPacker adds them together); a key split over
+  // runs is judged per run, which at worst answers with entries the sender
+  // had in another run: redundant, never wrong.
   const Ledger& ledger = limiter_.ledger();
   OutMessage base;
   base.message.set_cluster(options_.cluster_name);
   CounterPacker packer(ledger, base.message, counter_budget(), balance_of(now));
-  for (const auto& [key, theirs] : offered) {
+  const auto& entries = counters.entries();
+  for (int run = 0; run < entries.size();) {
+    const std::string_view key = entries[run].key();
+    int end = run + 1;
+    while (end < entries.size() && entries[end].key() == key) ++end;
     const Ledger::KeyState* state = ledger.find(key);
-    if (state == nullptr) continue;
     bool ahead = false;
-    for (const Ledger::Entry& mine : state->entries) {
+    for (std::size_t i = 0; state != nullptr && !ahead && i < state->entries.size(); ++i) {
+      const Ledger::Entry& mine = state->entries[i];
       const std::string& origin = ledger.origin_name(mine.origin);
       bool covered = false;
-      for (const peer::v1::CounterEntry* t : theirs) {
-        if (t->incarnation() == mine.incarnation &&
-            counters.origins(static_cast<int>(t->origin())) == origin &&
-            t->consumed() >= mine.consumed) {
-          covered = true;
-          break;
-        }
+      for (int t = run; t < end && !covered; ++t) {
+        const peer::v1::CounterEntry& theirs = entries[t];
+        covered = theirs.incarnation() == mine.incarnation && theirs.consumed() >= mine.consumed &&
+                  theirs.origin() < static_cast<std::uint32_t>(origin_count) &&
+                  counters.origins(static_cast<int>(theirs.origin())) == origin;
       }
-      if (!covered) ahead = true;
+      ahead = !covered;
     }
-    if (ahead) packer.add(std::string(key), *state, true);
+    if (ahead) packer.add(key, *state, true);
+    run = end;
   }
   for (PeerMessage& m : packer.take()) {
     stats_.balances_sent += count_balances(m);
@@ -452,7 +456,12 @@ void ClusterNode::anti_entropy(TimeUs now) {
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
                                                         const Ledger::KeyState& state) {
-    if (now - state.changed_us < limiter_.counter_retention_us(key) / 2) packer.add(key, state, true);
+    // The floor first: it spares most keys the exact retention's lookup.
+    const TimeUs age = now - state.changed_us;
+    if (age < limiter_.counter_retention_floor_us() / 2 ||
+        age < limiter_.counter_retention_us(key) / 2) {
+      packer.add(key, state, true);
+    }
   });
   std::vector<PeerMessage> packets = packer.take();
   if (packets.empty()) return;

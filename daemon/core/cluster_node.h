@@ -7,8 +7,9 @@
 // news from a peer) are sent to `fanout` random live peers (every live peer
 // when fanout is 0: the mesh mode), packed into payloads of at most
 // max_payload_bytes, most recently changed first; what does not fit waits for
-// the next round. Each change is re-sent for a few rounds so it spreads
-// epidemically. Every anti_entropy_interval_us, one random live peer gets a
+// the next round. Every node that learns of a change pushes it for a few
+// rounds (enough that each node receives about ln(n) + ln(100) copies), so it
+// spreads epidemically; only a key's changed entries are pushed. Every anti_entropy_interval_us, one random live peer gets a
 // slice of all retained counters and answers with what it knows better, which
 // repairs anything lost.
 //
@@ -105,7 +106,7 @@ class ClusterNode {
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
   // Offers each packed key's balance as of `now` (Limiter::offered_balance).
-  std::function<std::optional<std::int64_t>(const std::string&, const Ledger::KeyState&)>
+  std::function<std::optional<std::int64_t>(std::string_view, const Ledger::KeyState&)>
   balance_of(TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);

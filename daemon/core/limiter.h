@@ -219,6 +219,8 @@ class Limiter {
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.
   TimeUs counter_retention_us(std::string_view key) const;
+  // The least retention of any key (counter_retention_min_us).
+  TimeUs counter_retention_floor_us() const { return options_.counter_retention_min_us; }
 
   const RuleSet& rules() const;
   const LimiterStats& stats() const { return stats_; }
