@@ -1,10 +1,13 @@
 #include "core/cluster_node.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <functional>
 #include <optional>
 #include <unordered_map>
+
+#include "google/protobuf/io/coded_stream.h"
 
 namespace rlimit::core {
 namespace {
@@ -76,7 +79,7 @@ class CounterPacker {
     const auto wanted = [which](const Ledger::Entry& e) {
       return which == Entries::kAll || e.sends_left > 0;
     };
-    const std::size_t before = current_.ByteSizeLong();
+    const std::size_t before = size();
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
     std::size_t added = 0;
@@ -112,7 +115,14 @@ class CounterPacker {
   Counters* counters() { return current_.mutable_counters(); }
   const Counters* counters() const { return &current_.counters(); }
 
-  bool fits() const { return current_.ByteSizeLong() + kCounterSlackBytes <= max_bytes_; }
+  // The payload's size, kept as entries and origins come and go: measuring
+  // the whole message after every key made packing quadratic in its entries.
+  // Every field involved has a number below 16, so a one-byte tag.
+  static std::size_t field_bytes(std::size_t content_bytes) {
+    return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(content_bytes) + content_bytes;
+  }
+  std::size_t size() const { return outer_bytes_ + field_bytes(counters_bytes_); }
+  bool fits() const { return size() + kCounterSlackBytes <= max_bytes_; }
 
   void append(std::string_view key, const Ledger::Entry& e) {
     auto* entry = counters()->add_entries();
@@ -120,6 +130,7 @@ class CounterPacker {
     entry->set_origin(local_origin(e.origin));
     entry->set_incarnation(e.incarnation);
     entry->set_consumed(e.consumed);
+    counters_bytes_ += field_bytes(entry->ByteSizeLong());
   }
 
   // All of `key`'s entries were just appended, contiguous and last: the
@@ -129,16 +140,26 @@ class CounterPacker {
     const std::optional<std::int64_t> balance = balance_of_(key, state);
     if (!balance) return;
     auto* last = counters()->mutable_entries(counters()->entries_size() - 1);
+    const std::size_t without = field_bytes(last->ByteSizeLong());
     last->set_balance(*balance);
-    if (!fits()) last->clear_balance();
+    const std::size_t with = field_bytes(last->ByteSizeLong());
+    counters_bytes_ += with - without;
+    if (fits()) return;
+    last->clear_balance();
+    counters_bytes_ -= with - without;
   }
 
   // Removes the entries and origins added after the marks.
   void undo(std::size_t mark, std::size_t origins_mark) {
+    for (int i = static_cast<int>(mark); i < counters()->entries_size(); ++i) {
+      counters_bytes_ -= field_bytes(counters()->entries(i).ByteSizeLong());
+    }
     counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
                                                  counters()->entries_size() - static_cast<int>(mark));
     while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
-      origin_slots_.erase(counters()->origins(counters()->origins_size() - 1));
+      const std::string& name = counters()->origins(counters()->origins_size() - 1);
+      counters_bytes_ -= field_bytes(name.size());
+      origin_slots_.erase(name);
       counters()->mutable_origins()->RemoveLast();
     }
   }
@@ -167,16 +188,19 @@ class CounterPacker {
     if (it != origin_slots_.end()) return it->second;
     const auto slot = static_cast<std::uint32_t>(counters()->origins_size());
     counters()->add_origins(name);
+    counters_bytes_ += field_bytes(name.size());
     origin_slots_.emplace(name, slot);
     return slot;
   }
   void start() {
     current_ = base_;
-    current_.mutable_counters();
-    base_bytes_ = current_.ByteSizeLong();
+    counters_bytes_ = current_.mutable_counters()->ByteSizeLong();
+    outer_bytes_ = current_.ByteSizeLong() - field_bytes(counters_bytes_);
+    base_bytes_ = size();
     origin_slots_.clear();
   }
   void finish() {
+    assert(size() == current_.ByteSizeLong());
     done_.push_back(std::move(current_));
     start();
   }
@@ -186,6 +210,8 @@ class CounterPacker {
   std::size_t max_bytes_;
   PeerMessage current_;
   std::size_t base_bytes_ = 0;
+  std::size_t outer_bytes_ = 0;     // current_ without its counters field
+  std::size_t counters_bytes_ = 0;  // content of current_'s counters field
   std::unordered_map<std::string, std::uint32_t> origin_slots_;
   std::vector<PeerMessage> done_;
   BalanceOf balance_of_;
