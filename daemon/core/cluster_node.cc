@@ -28,11 +28,11 @@ std::size_t piggyback_reserve_bytes(std::size_t max_payload_bytes) {
 // receives Poisson(sends) copies and misses it with probability e^-sends; so
 // sends = ln(n) + ln(100) leaves every node covered with probability about
 // 99%. A node that misses one change loses nothing for good: counters are
-// cumulative, so the key's next change or anti-entropy brings it. (This was
+// cumulative, so that entry's next change or anti-entropy brings it. (This was
 // ceil(log2(n+1)) + 1 rounds to `fanout` peers each: 33 pushes per node per
 // change at 1,000 nodes instead of 12, which saturated the packet budget.)
 std::uint16_t default_rounds(std::size_t live_peers, std::uint32_t fanout) {
-  if (live_peers == 0) return 1;
+  if (live_peers == 0) return 2;  // what changes while alone still goes out twice
   const std::size_t per_round =
       fanout == 0 ? live_peers : std::min<std::size_t>(fanout, live_peers);
   const double sends = std::log(static_cast<double>(live_peers + 1)) + std::log(100.0);

@@ -9,9 +9,9 @@
 // max_payload_bytes, most recently changed first; what does not fit waits for
 // the next round. Every node that learns of a change pushes it for a few
 // rounds (enough that each node receives about ln(n) + ln(100) copies), so it
-// spreads epidemically; only a key's changed entries are pushed. Every anti_entropy_interval_us, one random live peer gets a
-// slice of all retained counters and answers with what it knows better, which
-// repairs anything lost.
+// spreads epidemically; only a key's changed entries are pushed. Every
+// anti_entropy_interval_us, one random live peer gets a slice of all retained
+// counters and answers with what it knows better, which repairs anything lost.
 //
 // Not thread-safe: the same event loop that drives the Limiter drives this.
 #pragma once
@@ -39,7 +39,9 @@ struct ClusterOptions {
   std::uint32_t fanout = 3;            // 0: every live peer (mesh)
   std::uint32_t max_payload_bytes = 1400 - 37;  // MTU minus the envelope
   std::uint32_t max_packets_per_round = 16;     // per peer per gossip round; rest waits (counted)
-  std::uint32_t retransmit_rounds = 0;          // 0: ceil((ln(live + 1) + ln(100)) / peers per round), at least 2
+  // Rounds each change is pushed for; 0: ceil((ln(live + 1) + ln(100)) /
+  // peers per round), at least 2.
+  std::uint32_t retransmit_rounds = 0;
   TimeUs anti_entropy_interval_us = 1'000'000;
   std::uint32_t anti_entropy_entries = 2048;    // counters per anti-entropy push
 };

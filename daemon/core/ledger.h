@@ -52,7 +52,7 @@ class Ledger {
     std::vector<Entry> entries;
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
     std::int32_t own = -1;              // index of our own entry, -1 none
-    std::uint16_t sends_left = 0;       // the most any of its entries has left
+    std::uint16_t sends_left = 0;       // at least the most any of its entries has left
     bool queued = false;                // in the changed list
     std::uint64_t history_charged = 0;  // history charged so far (charge_for)
     std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key

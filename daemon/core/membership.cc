@@ -742,9 +742,16 @@ void Membership::set_state(Member& m, MemberState state, TimeUs now) {
 }
 
 void Membership::note_state_since(const Member& m) {
-  TimeUs deadline = kNever;
-  if (m.state == MemberState::kSuspect) deadline = m.state_since_us + options_.suspicion_timeout_us;
-  if (is_gone(m.state)) deadline = m.state_since_us + options_.dead_retention_us;
+  TimeUs timeout_us;
+  if (m.state == MemberState::kSuspect) {
+    timeout_us = options_.suspicion_timeout_us;
+  } else if (is_gone(m.state)) {
+    timeout_us = options_.dead_retention_us;
+  } else {
+    return;
+  }
+  TimeUs deadline;
+  if (__builtin_add_overflow(m.state_since_us, timeout_us, &deadline)) deadline = kNever;
   next_expiry_us_ = std::min(next_expiry_us_, deadline);
 }
 

@@ -175,7 +175,8 @@ class Membership {
   // Lowers next_expiry_us_ to when `m` (just given its state_since_us) can
   // expire, if it can.
   void note_state_since(const Member& m);
-  // Gives `m` a new state as of `now` (every state change goes through here).
+  // Gives `m` a new state as of `now` (every other member's state change
+  // goes through here; our own record changes only in start() and leave()).
   void set_state(Member& m, MemberState state, TimeUs now);
 
   // Transparent hashing, so find(string_view) allocates nothing.

@@ -81,5 +81,55 @@ TEST(LedgerTest, WithoutReplicationNothingIsHistory) {
   EXPECT_EQ(ledger.charge_for("k", m, 1), 10u);
 }
 
+// Gossip sends a key's changed entries only: each entry counts its own rounds
+// left, and the key stays queued while any entry has some.
+TEST(LedgerTest, EachEntryCountsItsOwnRoundsLeft) {
+  Ledger ledger = started_at(kOurIncarnation);
+  ledger.set_retransmit_rounds(2);
+  const std::uint32_t a = ledger.intern_origin("a");
+  ledger.add_local("k", 1, 10);
+  ledger.merge("k", a, kOurIncarnation + 1, 5, 10);
+  const auto rounds_left = [&] {
+    std::vector<std::uint16_t> left;
+    for (const Ledger::Entry& e : ledger.find("k")->entries) left.push_back(e.sends_left);
+    return left;
+  };
+  EXPECT_EQ(rounds_left(), (std::vector<std::uint16_t>{2, 2}));
+  ledger.sent("k");
+  EXPECT_EQ(rounds_left(), (std::vector<std::uint16_t>{1, 1}));
+  ledger.add_local("k", 1, 20);  // only our entry changed
+  EXPECT_EQ(rounds_left(), (std::vector<std::uint16_t>{2, 1}));
+  ledger.sent("k");
+  ledger.compact_changed();
+  EXPECT_EQ(rounds_left(), (std::vector<std::uint16_t>{1, 0}));
+  EXPECT_EQ(ledger.find("k")->sends_left, 1);
+  ASSERT_EQ(ledger.changed().size(), 1u);
+  ledger.sent("k");
+  ledger.compact_changed();
+  EXPECT_EQ(rounds_left(), (std::vector<std::uint16_t>{0, 0}));
+  EXPECT_TRUE(ledger.changed().empty());
+  EXPECT_FALSE(ledger.find("k")->queued);
+}
+
+// Origins are interned in a flat table that grows past its first 16 slots,
+// keeps every index, and names us 0 once set_self names us (even when a
+// peer's message named us first).
+TEST(LedgerTest, OriginsKeepTheirIndexAsTheTableGrows) {
+  Ledger ledger;
+  const std::uint32_t early_me = ledger.intern_origin("me");
+  EXPECT_NE(early_me, 0u);  // before set_self, index 0 is nobody's
+  std::vector<std::uint32_t> index;
+  for (int i = 0; i < 1000; ++i) index.push_back(ledger.intern_origin("node-" + std::to_string(i)));
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(ledger.intern_origin("node-" + std::to_string(i)), index[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(ledger.origin_name(index[static_cast<std::size_t>(i)]), "node-" + std::to_string(i));
+  }
+  EXPECT_EQ(ledger.origin_count(), 1002u);
+  ledger.set_self("me", kOurIncarnation, 0);
+  EXPECT_EQ(ledger.intern_origin("me"), 0u);
+  EXPECT_EQ(ledger.intern_origin("node-999"), index[999]);
+  EXPECT_EQ(ledger.origin_count(), 1002u);
+}
+
 }  // namespace
 }  // namespace rlimit::core
