@@ -68,6 +68,20 @@ std::optional<rlimit::Descriptor> parse_descriptor(const std::string& text) {
   return rlimit::Descriptor{text.substr(0, eq), text.substr(eq + 1)};
 }
 
+// Appends every "key=value" of `args` to `request`; false (after saying which
+// argument) on the first that is not one.
+bool add_descriptors(const std::vector<std::string>& args, rlimit::CheckRequest& request) {
+  for (const std::string& arg : args) {
+    auto descriptor = parse_descriptor(arg);
+    if (!descriptor) {
+      std::cerr << "rlimitctl: expected key=value, got '" << arg << "'\n";
+      return false;
+    }
+    request.descriptors.push_back(std::move(*descriptor));
+  }
+  return true;
+}
+
 std::string to_hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
@@ -177,14 +191,7 @@ int run_check(const GlobalOptions& global, const std::vector<std::string>& args,
   rlimit::CheckRequest request;
   request.cost = cost;
   if (max_wait_us >= 0) request.max_wait = std::chrono::microseconds(max_wait_us);
-  for (const std::string& arg : args) {
-    auto descriptor = parse_descriptor(arg);
-    if (!descriptor) {
-      std::cerr << "rlimitctl: expected key=value, got '" << arg << "'\n";
-      return kExitUsage;
-    }
-    request.descriptors.push_back(std::move(*descriptor));
-  }
+  if (!add_descriptors(args, request)) return kExitUsage;
   rlimit::Client client = make_client(global);
   rlimit::Decision decision;
   switch (verb) {
@@ -253,14 +260,7 @@ int run_release(const GlobalOptions& global, const std::vector<std::string>& hex
 
 int run_reset(const GlobalOptions& global, const std::vector<std::string>& args, bool as_json) {
   rlimit::CheckRequest request;
-  for (const std::string& arg : args) {
-    auto descriptor = parse_descriptor(arg);
-    if (!descriptor) {
-      std::cerr << "rlimitctl: expected key=value, got '" << arg << "'\n";
-      return kExitUsage;
-    }
-    request.descriptors.push_back(std::move(*descriptor));
-  }
+  if (!add_descriptors(args, request)) return kExitUsage;
   rlimit::Client client = make_client(global);
   std::string error;
   const auto result = client.reset(request, &error);

@@ -7,19 +7,14 @@
 
 #include "config/config.h"
 #include "core/rule_state.h"
+#include "config_test_util.h"
 
 namespace rlimit::config {
 namespace {
 
-constexpr std::int64_t kSecondUs = 1'000'000;
-
-LoadResult load(std::string_view text) { return load_config(text, "test.toml"); }
-
-std::string all_errors(const LoadResult& result) {
-  std::string text;
-  for (const ConfigError& e : result.errors) text += "  " + e.to_string() + "\n";
-  return text;
-}
+using test_util::all_errors;
+using test_util::kSecondUs;
+using test_util::load;
 
 // The one rule of `body` (lines after name, match, limit = 5).
 core::Rule only_rule(std::string_view body) {

@@ -12,21 +12,16 @@
 #include "core/limiter.h"
 #include "core/rule.h"
 #include "core/token_bucket.h"
+#include "config_test_util.h"
 
 namespace rlimit::config {
 namespace {
 
 using core::ValueMatchKind;
 
-constexpr std::int64_t kSecondUs = 1'000'000;
-
-LoadResult load(std::string_view text) { return load_config(text, "test.toml"); }
-
-std::string all_errors(const LoadResult& result) {
-  std::string text;
-  for (const ConfigError& e : result.errors) text += "  " + e.to_string() + "\n";
-  return text;
-}
+using test_util::all_errors;
+using test_util::kSecondUs;
+using test_util::load;
 
 // Succeeds when loading `text` gives exactly one error, at line:column, whose
 // message contains every one of `needles`.
