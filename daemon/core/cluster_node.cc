@@ -482,12 +482,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
                                                         const Ledger::KeyState& state) {
-    // The floor first: it spares most keys the exact retention's lookup.
-    const TimeUs age = now - state.changed_us;
-    if (age < limiter_.counter_retention_floor_us() / 2 ||
-        age < limiter_.counter_retention_us(key) / 2) {
-      packer.add(key, state, true);
-    }
+    if (limiter_.within_retention(key, now - state.changed_us, 2)) packer.add(key, state, true);
   });
   std::vector<PeerMessage> packets = packer.take();
   if (packets.empty()) return;

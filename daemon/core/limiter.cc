@@ -812,12 +812,7 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
     // repaid: forgetting earlier would lose consumption still in force.
     stats_.counter_keys_forgotten +=
         ledger_.sweep(max_visits, [&](const std::string& key, const Ledger::KeyState& state) {
-          // The floor first: most keys are younger than it, and the exact
-          // retention reads the key's bytes (a cache miss per key visited).
-          const TimeUs age = now - state.changed_us;
-          if (age < options_.counter_retention_min_us || age < counter_retention_us(key)) {
-            return false;
-          }
+          if (within_retention(key, now - state.changed_us)) return false;
           if (const StateCell* cell = table_.find(key)) return cell_idle(key, *cell);
           if (const RuleState* rule_state = states_.find(key)) return state_idle(key, *rule_state);
           return true;

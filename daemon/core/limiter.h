@@ -219,8 +219,14 @@ class Limiter {
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.
   TimeUs counter_retention_us(std::string_view key) const;
-  // The least retention of any key (counter_retention_min_us).
-  TimeUs counter_retention_floor_us() const { return options_.counter_retention_min_us; }
+  // True if counters of `key` last changed `age_us` ago are within
+  // 1/`divisor` of their retention. Tests the floor (counter_retention_min_us)
+  // first: most keys are younger than it, and the exact retention reads the
+  // key's bytes, a cache miss per key a sweep or anti-entropy slice visits.
+  bool within_retention(std::string_view key, TimeUs age_us, TimeUs divisor = 1) const {
+    return age_us < options_.counter_retention_min_us / divisor ||
+           age_us < counter_retention_us(key) / divisor;
+  }
 
   const RuleSet& rules() const;
   const LimiterStats& stats() const { return stats_; }
