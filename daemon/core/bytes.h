@@ -1,6 +1,6 @@
-// Byte-string equality for the short strings of the hot path (descriptor
-// keys, bucket keys of 20-40 bytes), inlined: a call to memcmp costs more
-// than the comparison itself at these lengths.
+// Byte-string equality and copy for the short strings of the hot path
+// (descriptor values, bucket keys of 20-40 bytes), inlined: a call to memcmp
+// or memcpy costs more than the work itself at these lengths.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,28 @@ inline bool equal_bytes(const char* a, const char* b, std::size_t n) {
     if (a[i] != b[i]) return false;
   }
   return true;
+}
+
+// Copies `n` bytes from `from` to `to` (which do not overlap).
+inline void copy_bytes(char* to, const char* from, std::size_t n) {
+  if (n > 16) {
+    std::memcpy(to, from, n);
+  } else if (n >= 8) {
+    // Two (possibly overlapping) words.
+    std::uint64_t head, tail;
+    std::memcpy(&head, from, 8);
+    std::memcpy(&tail, from + n - 8, 8);
+    std::memcpy(to, &head, 8);
+    std::memcpy(to + n - 8, &tail, 8);
+  } else if (n >= 4) {
+    std::uint32_t head, tail;
+    std::memcpy(&head, from, 4);
+    std::memcpy(&tail, from + n - 4, 4);
+    std::memcpy(to, &head, 4);
+    std::memcpy(to + n - 4, &tail, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
 }
 
 inline bool equal_bytes(std::string_view a, std::string_view b) {

@@ -72,25 +72,26 @@ std::int64_t read_i64(std::string_view key, std::size_t at) {
 // values in match order. Returns the key's length.
 std::size_t write_rule_key(const Rule& rule, std::uint64_t fp, std::uint8_t override_index,
                            const std::string_view* values, std::string& out, std::size_t& used) {
-  const std::size_t start = used;
-  const auto space = [&](std::size_t bytes) {
-    if (out.size() < used + bytes) out.resize(std::max(2 * out.size(), used + bytes));
-    char* at = out.data() + used;
-    used += bytes;
-    return at;
-  };
-  char* at = space(kKeyHeaderBytes);
+  // Sized first, so the buffer is checked once and each value copied inline.
+  std::size_t bytes = kKeyHeaderBytes;
+  for (std::size_t i = 0; i < rule.match.size(); ++i) {
+    if (rule.match[i].value.each) bytes += 4 + values[i].size();
+  }
+  if (out.size() < used + bytes) out.resize(std::max(2 * out.size(), used + bytes));
+  char* at = out.data() + used;
+  used += bytes;
   std::memcpy(at, &fp, 8);
   at[8] = static_cast<char>(override_index);
+  at += kKeyHeaderBytes;
   for (std::size_t i = 0; i < rule.match.size(); ++i) {
     if (!rule.match[i].value.each) continue;
     const std::string_view value = values[i];
     const auto length = static_cast<std::uint32_t>(value.size());
-    at = space(4 + value.size());
     std::memcpy(at, &length, 4);
-    std::memcpy(at + 4, value.data(), value.size());
+    copy_bytes(at + 4, value.data(), value.size());
+    at += 4 + value.size();
   }
-  return used - start;
+  return bytes;
 }
 
 const std::string_view* find_value(std::span<const Descriptor> descriptors, std::string_view key) {
@@ -176,6 +177,28 @@ struct Limiter::Pending {
 
   StateCell& current() { return cell != nullptr ? *cell : fresh; }
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
+  // The token bucket's waits, dividing by the rule's precomputed limit.
+  std::int64_t retry_after_us(std::int64_t cost) {
+    return limit != nullptr ? bucket().retry_after_us(params, cost, limit->by_limit)
+                            : bucket().retry_after_us(params, cost);
+  }
+  std::int64_t reset_after_us() {
+    return limit != nullptr ? bucket().reset_after_us(params, limit->by_limit)
+                            : bucket().reset_after_us(params);
+  }
+  // The token bucket's answer in the algorithms' terms, for throttle modes
+  // and reservations. The bucket is refilled to now.
+  alg::Verdict token_bucket_verdict(std::int64_t cost) {
+    const TokenBucket& b = bucket();
+    alg::Verdict v;
+    v.allowed = b.allows(cost);
+    v.limit = params.burst;
+    v.remaining = std::max<std::int64_t>(b.tokens() - (v.allowed ? cost : 0), 0);
+    v.retry_after_us = v.allowed ? 0 : retry_after_us(cost);
+    v.reset_after_us = reset_after_us();
+    v.excess = v.allowed ? 0 : cost - b.tokens();
+    return v;
+  }
 };
 
 // What a rule other than a hard token bucket needs while a check is decided.
@@ -193,7 +216,9 @@ Limiter::CompiledLimit::CompiledLimit(const BucketParams& bucket_params,
       algorithm(algorithm_of(algorithm_params)),
       in_cell(core::in_cell(algorithm_params)),
       hands_out_waits(core::hands_out_waits(algorithm_params)),
-      schedules(algorithm != Algorithm::kSlidingLog && algorithm != Algorithm::kConcurrency) {}
+      schedules(algorithm != Algorithm::kSlidingLog && algorithm != Algorithm::kConcurrency),
+      by_limit(bucket_params.limit > 0 ? Divider(static_cast<std::uint64_t>(bucket_params.limit))
+                                       : Divider()) {}
 
 void CheckOutput::clear() {
   allowed = false;
@@ -395,24 +420,6 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   return true;
 }
 
-namespace {
-
-// The token bucket's answer in the algorithms' terms, for throttle modes and
-// reservations. `bucket` is refilled to now.
-alg::Verdict token_bucket_verdict(const TokenBucket& bucket, const BucketParams& params,
-                                  std::int64_t cost) {
-  alg::Verdict v;
-  v.allowed = bucket.allows(cost);
-  v.limit = params.burst;
-  v.remaining = std::max<std::int64_t>(bucket.tokens() - (v.allowed ? cost : 0), 0);
-  v.retry_after_us = v.allowed ? 0 : bucket.retry_after_us(params, cost);
-  v.reset_after_us = bucket.reset_after_us(params);
-  v.excess = v.allowed ? 0 : cost - bucket.tokens();
-  return v;
-}
-
-}  // namespace
-
 void Limiter::prefetch(const CheckInput& input) {
   const CompiledRules& compiled = *compiled_;
   for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
@@ -464,7 +471,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
           p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
         } else {
           algorithm_scratch_[p.scratch].verdict =
-              token_bucket_verdict(p.bucket(), p.params, input.cost);
+              p.token_bucket_verdict(input.cost);
         }
       } else {
         // A request's own maximum wait replaces the rule's.
@@ -574,8 +581,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       v.capacity = p.params.burst;
       // After the request when it was admitted (as if, for a peek).
       v.remaining = std::max<std::int64_t>(bucket.tokens() - (peek && allowed ? input.cost : 0), 0);
-      v.retry_after_us = p.decision.allowed ? 0 : bucket.retry_after_us(p.params, input.cost);
-      v.reset_after_us = bucket.reset_after_us(p.params);
+      v.retry_after_us = p.decision.allowed ? 0 : p.retry_after_us(input.cost);
+      v.reset_after_us = p.reset_after_us();
       continue;
     }
     v.algorithm = p.limit != nullptr ? p.limit->algorithm : Algorithm::kTokenBucket;
@@ -585,7 +592,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     v.remaining = verdict.remaining;
     v.retry_after_us = p.decision.allowed ? 0 : verdict.retry_after_us;
     v.reset_after_us = verdict.reset_after_us;
-    if (p.token_bucket && charge) v.reset_after_us = p.bucket().reset_after_us(p.params);
+    if (p.token_bucket && charge) v.reset_after_us = p.reset_after_us();
     v.delay_us = allowed ? p.decision.delay_us : 0;
     if (v.over_limit) ++stats_.over_limit_admitted;
     out.delay_us = std::max(out.delay_us, v.delay_us);

@@ -254,6 +254,7 @@ class Limiter {
     // A reserve may defer the request (not so for the sliding log, which
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
+    Divider by_limit;  // Divider(bucket.limit), or by 1 when the limit is 0
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit

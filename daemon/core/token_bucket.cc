@@ -86,11 +86,6 @@ void TokenBucket::refill(const BucketParams& params, TimeUs now) {
   }
 }
 
-void TokenBucket::charge(std::int64_t cost) {
-  assert(cost >= 0 && cost <= kMaxTokens);
-  tokens_ = std::max(tokens_ - cost, -kMaxTokens);
-}
-
 std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128 units) {
   if (units <= 0) return 0;
   if (params.limit == 0) return -1;
@@ -100,7 +95,7 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128
 }
 
 std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
-                                            std::int64_t frac) {
+                                            std::int64_t frac, const Divider* by_limit) {
   // (whole_tokens * period_us - frac) units, rounded up to whole microseconds
   // of accrual; in 64 bits when the product fits, as it nearly always does.
   std::int64_t scaled, units;
@@ -108,6 +103,11 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int
       !__builtin_sub_overflow(scaled, frac, &units)) {
     if (units <= 0) return 0;
     if (params.limit == 0) return -1;
+    if (by_limit != nullptr) {
+      assert(by_limit->divisor() == static_cast<std::uint64_t>(params.limit));
+      return static_cast<std::int64_t>(
+          by_limit->quotient_rounded_up(static_cast<std::uint64_t>(units)));
+    }
     return units / params.limit + (units % params.limit != 0 ? 1 : 0);
   }
   return time_to_accrue_us(params, static_cast<__int128>(whole_tokens) * params.period_us - frac);
@@ -116,12 +116,25 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int
 std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost) const {
   if (tokens_ >= cost) return 0;
   if (cost > params.burst) return -1;
-  return time_to_accrue_us(params, cost - tokens_, frac_);
+  return time_to_accrue_us(params, cost - tokens_, frac_, nullptr);
 }
 
 std::int64_t TokenBucket::reset_after_us(const BucketParams& params) const {
   if (tokens_ >= params.burst) return 0;
-  return time_to_accrue_us(params, params.burst - tokens_, frac_);
+  return time_to_accrue_us(params, params.burst - tokens_, frac_, nullptr);
+}
+
+std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost,
+                                         const Divider& by_limit) const {
+  if (tokens_ >= cost) return 0;
+  if (cost > params.burst) return -1;
+  return time_to_accrue_us(params, cost - tokens_, frac_, &by_limit);
+}
+
+std::int64_t TokenBucket::reset_after_us(const BucketParams& params,
+                                         const Divider& by_limit) const {
+  if (tokens_ >= params.burst) return 0;
+  return time_to_accrue_us(params, params.burst - tokens_, frac_, &by_limit);
 }
 
 }  // namespace rlimit::core

@@ -11,8 +11,11 @@
 // must pass the same params the bucket was made with. Not thread-safe.
 #pragma once
 
+#include <algorithm>
+#include <cassert>
 #include <cstdint>
 
+#include "core/divider.h"
 #include "core/time.h"
 
 namespace rlimit::core {
@@ -48,7 +51,10 @@ class TokenBucket {
 
   // Removes `cost` tokens unconditionally; the balance may go negative. Stops
   // at -kMaxTokens so no amount of remote charging can overflow.
-  void charge(std::int64_t cost);
+  void charge(std::int64_t cost) {
+    assert(cost >= 0 && cost <= kMaxTokens);
+    tokens_ = std::max(tokens_ - cost, -kMaxTokens);
+  }
 
   // Raises the balance to `tokens` whole tokens, capped at burst, if that is
   // more than the balance now (the fraction goes). Returns by how many whole
@@ -65,14 +71,20 @@ class TokenBucket {
   std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost) const;
   // Microseconds until the balance reaches burst (0 when full).
   std::int64_t reset_after_us(const BucketParams& params) const;
+  // The same two, dividing by `by_limit` (Divider(params.limit), built once
+  // per rule) instead of by params.limit: the same results, without a divide.
+  std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost,
+                              const Divider& by_limit) const;
+  std::int64_t reset_after_us(const BucketParams& params, const Divider& by_limit) const;
   bool is_full(const BucketParams& params) const { return tokens_ >= params.burst; }
 
  private:
   // Time for the scaled deficit `units` (in 1/period_us tokens) to accrue.
   static std::int64_t time_to_accrue_us(const BucketParams& params, __int128 units);
-  // The same for a deficit of `whole_tokens` less `frac` units.
+  // The same for a deficit of `whole_tokens` less `frac` units, dividing by
+  // `by_limit` when given.
   static std::int64_t time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
-                                        std::int64_t frac);
+                                        std::int64_t frac, const Divider* by_limit);
 
   std::int64_t tokens_ = 0;
   std::int64_t frac_ = 0;  // in [0, period_us)

@@ -108,6 +108,15 @@ TEST(TokenBucketTest, RefillMatchesAnExactModel) {
         const __int128 reset = missing <= 0 ? 0 : (missing + params.limit - 1) / params.limit;
         ASSERT_EQ(bucket.reset_after_us(params), static_cast<std::int64_t>(reset))
             << rule << " " << step;
+        // The precomputed divider gives the same waits as the division.
+        const Divider by_limit(static_cast<std::uint64_t>(params.limit));
+        ASSERT_EQ(bucket.reset_after_us(params, by_limit), static_cast<std::int64_t>(reset))
+            << rule << " " << step;
+        for (std::int64_t wanted = 0; wanted < 6; ++wanted) {
+          ASSERT_EQ(bucket.retry_after_us(params, wanted, by_limit),
+                    bucket.retry_after_us(params, wanted))
+              << rule << " " << step;
+        }
       }
     }
   }
