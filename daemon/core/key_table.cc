@@ -53,12 +53,11 @@ char* heap_key(const char (&key)[KeyTable::kInlineKeyBytes]) {
   return p;
 }
 
-}  // namespace
-
 // wyhash's structure (public domain, Wang Yi): a couple of multiplies for a
 // bucket key of 20-40 bytes. Not seeded: the key bound and the sweep keep a
-// table of colliding keys from growing without limit.
-std::uint64_t hash_key(std::string_view key) {
+// table of colliding keys from growing without limit. Inlined into the
+// table's own lookups, where the call was a tenth of the lookup.
+[[gnu::always_inline]] inline std::uint64_t hash_bytes(std::string_view key) {
   const char* p = key.data();
   const std::size_t n = key.size();
   std::uint64_t seed = kSecret0 ^ n;
@@ -88,6 +87,10 @@ std::uint64_t hash_key(std::string_view key) {
   }
   return mum(kSecret1 ^ n, mum(a ^ kSecret1, b ^ seed));
 }
+
+}  // namespace
+
+std::uint64_t hash_key(std::string_view key) { return hash_bytes(key); }
 
 KeyTable::Block KeyTable::allocate_zeroed(std::size_t bytes) {
   constexpr std::size_t kHugePage = std::size_t{2} << 20;
@@ -126,7 +129,7 @@ std::string_view KeyTable::key_of(const Slot& slot) {
 
 StateCell* KeyTable::find(std::string_view key) {
   if (size_ == 0) return nullptr;
-  const std::uint64_t hash = hash_key(key);
+  const std::uint64_t hash = hash_bytes(key);
   std::size_t i = home_of(static_cast<std::uint32_t>(hash));
   // The slot line is fetched while the tags are scanned: most keys sit in
   // their home slot. (Reading the home slot first, tags only on a mismatch,
@@ -147,7 +150,7 @@ StateCell* KeyTable::find(std::string_view key) {
 
 void KeyTable::prefetch(std::string_view key) const {
   if (size_ == 0) return;
-  const std::size_t i = home_of(static_cast<std::uint32_t>(hash_key(key)));
+  const std::size_t i = home_of(static_cast<std::uint32_t>(hash_bytes(key)));
   __builtin_prefetch(&tags_[i]);
   __builtin_prefetch(&slots_[i]);
 }
@@ -165,7 +168,7 @@ bool KeyTable::erase(std::string_view key) {
 StateCell* KeyTable::insert(std::string_view key, const StateCell& cell) {
   if (size_ >= max_keys_ || key.empty() || key.size() > UINT32_MAX) return nullptr;
   if (will_grow(1)) rehash(grown(capacity_));
-  const std::uint64_t hash = hash_key(key);
+  const std::uint64_t hash = hash_bytes(key);
   const std::uint16_t tag = tag_of(hash);
   const auto hash32 = static_cast<std::uint32_t>(hash);
   std::size_t i = home_of(hash32);

@@ -94,7 +94,8 @@ std::size_t write_rule_key(const Rule& rule, std::uint64_t fp, std::uint8_t over
   return bytes;
 }
 
-const std::string_view* find_value(std::span<const Descriptor> descriptors, std::string_view key) {
+[[gnu::always_inline]] inline const std::string_view* find_value(std::span<const Descriptor> descriptors,
+                                                                 std::string_view key) {
   for (const Descriptor& d : descriptors) {
     if (equal_bytes(d.key, key)) return &d.value;
   }

@@ -35,44 +35,23 @@ std::int64_t TokenBucket::raise_to(const BucketParams& params, std::int64_t toke
   return raised;
 }
 
-void TokenBucket::refill(const BucketParams& params, TimeUs now) {
-  if (now <= last_us_) return;  // no time passed, or the clock stepped back: mint nothing
+void TokenBucket::refill_exactly(const BucketParams& params, TimeUs now) {
+  assert(now > last_us_ && tokens_ < params.burst);
   const TimeUs last_us = last_us_;
   last_us_ = now;
-  if (tokens_ >= params.burst) {
-    frac_ = 0;
-    return;
-  }
-  // The arithmetic below in 64 bits whenever nothing overflows (nearly
-  // always): the same result without a 128-bit division per check.
-  std::int64_t elapsed, scaled, units;
+  std::int64_t elapsed, scaled, units, sum;
   if (!__builtin_sub_overflow(now, last_us, &elapsed) &&
       !__builtin_mul_overflow(elapsed, params.limit, &scaled) &&
-      !__builtin_add_overflow(scaled, frac_, &units)) {
-    // The two common cases need no division (a 64-bit divide was a tenth of
-    // a hot-key check): less than a whole token accrued (a busy key), or
-    // enough to fill the bucket (an idle one).
-    if (units < params.period_us) {
-      frac_ = units;
-      return;
-    }
-    std::int64_t deficit, sum;
-    if (!__builtin_mul_overflow(params.burst - tokens_, params.period_us, &deficit) &&
-        units >= deficit) {
+      !__builtin_add_overflow(scaled, frac_, &units) &&
+      !__builtin_add_overflow(tokens_, units / params.period_us, &sum)) {
+    if (sum >= params.burst) {
       tokens_ = params.burst;
       frac_ = 0;
-      return;
+    } else {
+      tokens_ = sum;
+      frac_ = units % params.period_us;
     }
-    if (!__builtin_add_overflow(tokens_, units / params.period_us, &sum)) {
-      if (sum >= params.burst) {
-        tokens_ = params.burst;
-        frac_ = 0;
-      } else {
-        tokens_ = sum;
-        frac_ = units % params.period_us;
-      }
-      return;
-    }
+    return;
   }
   const __int128 elapsed_us = static_cast<__int128>(now) - last_us;
   const __int128 wide_units = elapsed_us * params.limit + frac_;

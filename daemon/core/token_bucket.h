@@ -42,8 +42,36 @@ class TokenBucket {
   // A bucket holding `burst` tokens at time `now`.
   static TokenBucket full(const BucketParams& params, TimeUs now);
 
-  // Adds what accrued since the last refill, up to burst.
-  void refill(const BucketParams& params, TimeUs now);
+  // Adds what accrued since the last refill, up to burst. The common cases
+  // inline, in 64 bits and without a division: less than a whole token
+  // accrued (a busy key: the fraction grows) or enough to fill the bucket (an
+  // idle one); everything else in refill_exactly().
+  void refill(const BucketParams& params, TimeUs now) {
+    if (now <= last_us_) return;  // no time passed, or the clock stepped back: mint nothing
+    if (tokens_ >= params.burst) {
+      last_us_ = now;
+      frac_ = 0;
+      return;
+    }
+    std::int64_t elapsed, scaled, units, deficit;
+    if (!__builtin_sub_overflow(now, last_us_, &elapsed) &&
+        !__builtin_mul_overflow(elapsed, params.limit, &scaled) &&
+        !__builtin_add_overflow(scaled, frac_, &units)) {
+      if (units < params.period_us) {
+        last_us_ = now;
+        frac_ = units;
+        return;
+      }
+      if (!__builtin_mul_overflow(params.burst - tokens_, params.period_us, &deficit) &&
+          units >= deficit) {
+        last_us_ = now;
+        tokens_ = params.burst;
+        frac_ = 0;
+        return;
+      }
+    }
+    refill_exactly(params, now);
+  }
 
   // True if a request of `cost` may proceed now (balance >= cost). Call
   // refill() first.
@@ -79,6 +107,9 @@ class TokenBucket {
   bool is_full(const BucketParams& params) const { return tokens_ >= params.burst; }
 
  private:
+  // refill() for whole tokens accrued short of burst, or where 64 bits
+  // overflow: divides, in 128 bits when needed.
+  void refill_exactly(const BucketParams& params, TimeUs now);
   // Time for the scaled deficit `units` (in 1/period_us tokens) to accrue.
   static std::int64_t time_to_accrue_us(const BucketParams& params, __int128 units);
   // The same for a deficit of `whole_tokens` less `frac` units, dividing by
