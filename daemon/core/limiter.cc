@@ -67,15 +67,25 @@ std::int64_t read_i64(std::string_view key, std::size_t at) {
   return v;
 }
 
-// Appends the key of `rule` (fingerprint `fp`, override `override_index`) to
-// `out` at `used`, growing it as needed; `values` are the rule's matched
-// values in match order. Returns the key's length.
-std::size_t write_rule_key(const Rule& rule, std::uint64_t fp, std::uint8_t override_index,
-                           const std::string_view* values, std::string& out, std::size_t& used) {
+// What a check reads of a rule's match, packed (a DescriptorMatch is 120
+// bytes of strings): the descriptor key as a view into the compiled rule set,
+// which does not move once compiled.
+struct MatchStep {
+  std::string_view key;
+  const ValueMatcher* matcher = nullptr;  // nullptr: any value
+  bool each = false;                      // the value is part of the bucket key
+};
+
+// Appends the key of a rule (fingerprint `fp`, override `override_index`,
+// match `steps`) to `out` at `used`, growing it as needed; `values` are the
+// matched values in step order. Returns the key's length.
+std::size_t write_rule_key(std::span<const MatchStep> steps, std::uint64_t fp,
+                           std::uint8_t override_index, const std::string_view* values,
+                           std::string& out, std::size_t& used) {
   // Sized first, so the buffer is checked once and each value copied inline.
   std::size_t bytes = kKeyHeaderBytes;
-  for (std::size_t i = 0; i < rule.match.size(); ++i) {
-    if (rule.match[i].value.each) bytes += 4 + values[i].size();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].each) bytes += 4 + values[i].size();
   }
   if (out.size() < used + bytes) out.resize(std::max(2 * out.size(), used + bytes));
   char* at = out.data() + used;
@@ -83,8 +93,8 @@ std::size_t write_rule_key(const Rule& rule, std::uint64_t fp, std::uint8_t over
   std::memcpy(at, &fp, 8);
   at[8] = static_cast<char>(override_index);
   at += kKeyHeaderBytes;
-  for (std::size_t i = 0; i < rule.match.size(); ++i) {
-    if (!rule.match[i].value.each) continue;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].each) continue;
     const std::string_view value = values[i];
     const auto length = static_cast<std::uint32_t>(value.size());
     std::memcpy(at, &length, 4);
@@ -114,13 +124,14 @@ bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Desc
   return true;
 }
 
-// matches_all that also records each match's value in `values` (which holds
-// at least match.size() entries), for building the bucket key.
-bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Descriptor> descriptors,
-                 std::string_view* values) {
-  for (std::size_t i = 0; i < match.size(); ++i) {
-    const std::string_view* value = find_value(descriptors, match[i].key);
-    if (value == nullptr || !value_matches(match[i].value, *value)) return false;
+// True when `descriptors` satisfy every step, recording each step's value in
+// `values` (which holds at least steps.size() entries) for the bucket key.
+bool matches_steps(std::span<const MatchStep> steps, std::span<const Descriptor> descriptors,
+                   std::string_view* values) {
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const std::string_view* value = find_value(descriptors, steps[i].key);
+    if (value == nullptr) return false;
+    if (steps[i].matcher != nullptr && !steps[i].matcher->matches(*value)) return false;
     values[i] = *value;
   }
   return true;
@@ -144,6 +155,22 @@ struct Limiter::CompiledRules {
   std::vector<std::vector<CompiledLimit>> limits;
   // Per exemption: indices of the rules it skips (empty: all).
   std::vector<std::vector<std::size_t>> exempt_rules;
+  // What a check reads of each rule, parallel to set.rules; the steps of rule
+  // r are steps[plans[r].first_step, + plans[r].step_count).
+  struct RulePlan {
+    std::uint32_t first_step = 0;
+    std::uint32_t step_count = 0;
+    std::uint64_t fingerprint = 0;
+    const CompiledLimit* limits = nullptr;  // [0] the rule's own, [o + 1] override o's
+    bool has_overrides = false;
+    bool token_bucket = false;
+    bool hard_token_bucket = false;  // a token bucket in hard throttle mode
+  };
+  std::vector<MatchStep> steps;
+  std::vector<RulePlan> plans;
+  std::span<const MatchStep> steps_of(const RulePlan& plan) const {
+    return {steps.data() + plan.first_step, plan.step_count};
+  }
 };
 
 const AlgorithmOptions kDefaultOptions;
@@ -295,6 +322,23 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     compile(rule.params);
     for (const Override& o : rule.overrides) compile(o.params);
   }
+  // Plans last: they point into set and limits, which are complete now.
+  for (std::size_t r = 0; r < next->set.rules.size(); ++r) {
+    const Rule& rule = next->set.rules[r];
+    CompiledRules::RulePlan& plan = next->plans.emplace_back();
+    plan.first_step = static_cast<std::uint32_t>(next->steps.size());
+    plan.step_count = static_cast<std::uint32_t>(rule.match.size());
+    for (const DescriptorMatch& m : rule.match) {
+      next->steps.push_back({m.key, m.value.kind == ValueMatchKind::kAny ? nullptr : &m.value,
+                             m.value.each});
+    }
+    plan.fingerprint = next->fingerprints[r];
+    plan.limits = next->limits[r].data();
+    plan.has_overrides = !rule.overrides.empty();
+    plan.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
+    plan.hard_token_bucket =
+        plan.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+  }
   compiled_ = std::move(next);
   return summary;
 }
@@ -371,29 +415,30 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     return at;
   };
   bool any_skipped = false;
-  for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
-    const Rule& rule = compiled.set.rules[r];
-    if (match_values_.size() < rule.match.size()) match_values_.resize(rule.match.size());
-    if (!matches_all(rule.match, input.descriptors, match_values_.data())) continue;
+  for (std::size_t r = 0; r < compiled.plans.size(); ++r) {
+    const CompiledRules::RulePlan& plan = compiled.plans[r];
+    const std::span<const MatchStep> steps = compiled.steps_of(plan);
+    if (match_values_.size() < steps.size()) match_values_.resize(steps.size());
+    if (!matches_steps(steps, input.descriptors, match_values_.data())) continue;
     if (has_exemptions && skipped_[r]) {
       any_skipped = true;
       continue;
     }
-    const std::uint8_t override_index = override_of(rule, input.descriptors);
+    const Rule& rule = compiled.set.rules[r];
+    const std::uint8_t override_index =
+        plan.has_overrides ? override_of(rule, input.descriptors) : 0;
     Pending& p = pending_.emplace_back();
     p.name = rule.name;
-    // Read from the rule, which is in cache already, not through p.limit.
-    p.limit = &compiled.limits[r][override_index];
+    p.limit = &plan.limits[override_index];
     p.options = &rule.options;
-    p.params = override_index == 0 ? rule.params : rule.overrides[override_index - 1].params;
-    p.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
-    p.hard_token_bucket =
-        p.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+    p.params = p.limit->bucket;
+    p.token_bucket = plan.token_bucket;
+    p.hard_token_bucket = plan.hard_token_bucket;
     p.in_table = p.token_bucket || p.limit->in_cell;
     if (!p.hard_token_bucket || input.mode == CheckMode::kReserve) take_scratch(p);
     p.key_offset = key_used;
-    p.key_bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
-                                 match_values_.data(), key_scratch_, key_used);
+    p.key_bytes = write_rule_key(steps, plan.fingerprint, override_index, match_values_.data(),
+                                 key_scratch_, key_used);
   }
   if (input.inline_limit != nullptr) {
     Pending& p = pending_.emplace_back();
@@ -423,17 +468,80 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
 
 void Limiter::prefetch(const CheckInput& input) {
   const CompiledRules& compiled = *compiled_;
-  for (std::size_t r = 0; r < compiled.set.rules.size(); ++r) {
-    const Rule& rule = compiled.set.rules[r];
-    if (!compiled.limits[r][0].token_bucket()) continue;
-    if (match_values_.size() < rule.match.size()) match_values_.resize(rule.match.size());
-    if (!matches_all(rule.match, input.descriptors, match_values_.data())) continue;
-    const std::uint8_t override_index = override_of(rule, input.descriptors);
+  for (std::size_t r = 0; r < compiled.plans.size(); ++r) {
+    const CompiledRules::RulePlan& plan = compiled.plans[r];
+    if (!plan.token_bucket) continue;
+    const std::span<const MatchStep> steps = compiled.steps_of(plan);
+    if (match_values_.size() < steps.size()) match_values_.resize(steps.size());
+    if (!matches_steps(steps, input.descriptors, match_values_.data())) continue;
+    const std::uint8_t override_index =
+        plan.has_overrides ? override_of(compiled.set.rules[r], input.descriptors) : 0;
     std::size_t used = 0;
-    const std::size_t bytes = write_rule_key(rule, compiled.fingerprints[r], override_index,
+    const std::size_t bytes = write_rule_key(steps, plan.fingerprint, override_index,
                                              match_values_.data(), prefetch_scratch_, used);
     table_.prefetch(std::string_view(prefetch_scratch_.data(), bytes));
   }
+}
+
+Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
+  const bool reserve = input.mode == CheckMode::kReserve;
+  Tally tally;
+  for (Pending& p : pending_) {
+    const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
+    const AlgorithmOptions& options = *p.options;
+    if (p.token_bucket) {
+      p.cell = table_.find(key);
+      if (p.cell != nullptr) {
+        TokenBucket& bucket = p.bucket();
+        if (now < bucket.last_refill_us()) ++stats_.clock_went_back;
+        bucket.refill(p.params, now);
+      } else {
+        p.fresh = StateCell::of(TokenBucket::full(p.params, now));
+      }
+      if (p.hard_token_bucket && !reserve) {
+        // The common case, without building a verdict.
+        const bool ok = p.bucket().allows(input.cost);
+        p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
+      } else {
+        algorithm_scratch_[p.scratch].verdict = p.token_bucket_verdict(input.cost);
+      }
+    } else {
+      // A request's own maximum wait replaces the rule's.
+      AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
+      scratch.effective = input.max_wait_us >= 0 && p.limit->hands_out_waits
+                              ? with_max_wait(p.limit->params, input.max_wait_us)
+                              : p.limit->params;
+      if (p.in_table) {
+        p.cell = table_.find(key);
+        if (p.cell == nullptr) p.fresh = fresh_cell(scratch.effective, now);
+        scratch.verdict = evaluate_cell(p.current(), scratch.effective, input.cost, now);
+      } else {
+        p.state = states_.find(key);
+        if (p.state == nullptr) scratch.fresh_state = fresh_state(scratch.effective, now);
+        scratch.verdict = evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                         scratch.effective, input.cost, now);
+      }
+    }
+    if (!p.hard_token_bucket || reserve) {
+      alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
+      const bool schedules = p.limit == nullptr || p.limit->schedules;
+      if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
+          (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
+        // Taken now, proceeding when it would have fit.
+        v.allowed = true;
+        v.delay_us = std::max(v.delay_us, v.retry_after_us);
+        v.retry_after_us = 0;
+        v.excess = 0;
+      }
+      p.decision = alg::apply_throttle(v, options.throttle, input.load_permille);
+    }
+    if (p.decision.charge) {
+      if (p.in_table && p.cell == nullptr) ++tally.fresh_buckets;
+      if (!p.in_table && p.state == nullptr) ++tally.fresh_states;
+    }
+    tally.allowed = tally.allowed && p.decision.allowed;
+  }
+  return tally;
 }
 
 void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
@@ -445,83 +553,19 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
 
   // Decide: every key must admit `cost`. Refill and evaluate are idempotent
   // at one `now`, so deciding twice (after making room) changes nothing.
-  const bool reserve = input.mode == CheckMode::kReserve;
   const bool peek = input.mode == CheckMode::kPeek;
-  bool allowed = true;
-  std::size_t fresh_buckets = 0;  // KeyTable cells to insert
-  std::size_t fresh_states = 0;   // StateTable states to insert
-  auto decide = [&] {
-    allowed = true;
-    fresh_buckets = 0;
-    fresh_states = 0;
-    for (Pending& p : pending_) {
-      const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
-      const AlgorithmOptions& options = *p.options;
-      if (p.token_bucket) {
-        p.cell = table_.find(key);
-        if (p.cell != nullptr) {
-          TokenBucket& bucket = p.bucket();
-          if (now < bucket.last_refill_us()) ++stats_.clock_went_back;
-          bucket.refill(p.params, now);
-        } else {
-          p.fresh = StateCell::of(TokenBucket::full(p.params, now));
-        }
-        if (p.hard_token_bucket && !reserve) {
-          // The common case, without building a verdict.
-          const bool ok = p.bucket().allows(input.cost);
-          p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
-        } else {
-          algorithm_scratch_[p.scratch].verdict =
-              p.token_bucket_verdict(input.cost);
-        }
-      } else {
-        // A request's own maximum wait replaces the rule's.
-        AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
-        scratch.effective = input.max_wait_us >= 0 && p.limit->hands_out_waits
-                                ? with_max_wait(p.limit->params, input.max_wait_us)
-                                : p.limit->params;
-        if (p.in_table) {
-          p.cell = table_.find(key);
-          if (p.cell == nullptr) p.fresh = fresh_cell(scratch.effective, now);
-          scratch.verdict = evaluate_cell(p.current(), scratch.effective, input.cost, now);
-        } else {
-          p.state = states_.find(key);
-          if (p.state == nullptr) scratch.fresh_state = fresh_state(scratch.effective, now);
-          scratch.verdict = evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
-                                           scratch.effective, input.cost, now);
-        }
-      }
-      if (!p.hard_token_bucket || reserve) {
-        alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
-        const bool schedules = p.limit == nullptr || p.limit->schedules;
-        if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
-            (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
-          // Taken now, proceeding when it would have fit.
-          v.allowed = true;
-          v.delay_us = std::max(v.delay_us, v.retry_after_us);
-          v.retry_after_us = 0;
-          v.excess = 0;
-        }
-        p.decision = alg::apply_throttle(v, options.throttle, input.load_permille);
-      }
-      if (p.decision.charge) {
-        if (p.in_table && p.cell == nullptr) ++fresh_buckets;
-        if (!p.in_table && p.state == nullptr) ++fresh_states;
-      }
-      allowed = allowed && p.decision.allowed;
-    }
-  };
-  decide();
+  const bool reserve = input.mode == CheckMode::kReserve;
+  Tally tally = decide(input, now);
   const auto needs_room = [&] {
-    return allowed && !peek && fresh_buckets + fresh_states > 0 &&
-           total_keys() + fresh_buckets + fresh_states > options_.max_keys;
+    const std::size_t fresh = tally.fresh_buckets + tally.fresh_states;
+    return tally.allowed && !peek && fresh > 0 && total_keys() + fresh > options_.max_keys;
   };
   const auto grow_if_needed = [&] {
-    if (allowed && !peek && fresh_buckets > 0 && !needs_room() &&
-        table_.will_grow(fresh_buckets)) {
+    if (tally.allowed && !peek && tally.fresh_buckets > 0 && !needs_room() &&
+        table_.will_grow(tally.fresh_buckets)) {
       // Inserting would move every bucket: grow first, then find them again.
-      table_.reserve(fresh_buckets);
-      decide();
+      table_.reserve(tally.fresh_buckets);
+      tally = decide(input, now);
     }
   };
   grow_if_needed();
@@ -529,7 +573,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     // The sweep erases only keys that are idle at `now`, which a fresh key
     // replaces exactly; decide again since pointers may be stale.
     sweep(now, kMakeRoomVisits);
-    decide();
+    tally = decide(input, now);
     grow_if_needed();
     if (needs_room()) {
       ++stats_.key_table_full;
@@ -540,6 +584,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     }
   }
 
+  const bool allowed = tally.allowed;
   out.allowed = allowed;
   ++(allowed ? stats_.allowed : stats_.denied);
   out.rules.reserve(pending_.size());

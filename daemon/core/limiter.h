@@ -263,6 +263,14 @@ class Limiter {
   // Validates the check, applies exemptions and fills pending_ with the
   // keys the check touches. False when `out` is already the answer.
   bool gather(const CheckInput& input, CheckOutput& out);
+  // What deciding every pending_ key at `now` found: refills, evaluates and
+  // fills each one's decision (and verdict), charging nothing.
+  struct Tally {
+    bool allowed = true;
+    std::size_t fresh_buckets = 0;  // KeyTable cells to insert
+    std::size_t fresh_states = 0;   // StateTable states to insert
+  };
+  Tally decide(const CheckInput& input, TimeUs now);
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
   KeyTable table_;     // token buckets and every other state that fits a StateCell

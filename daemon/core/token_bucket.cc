@@ -110,10 +110,5 @@ std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_
   return time_to_accrue_us(params, cost - tokens_, frac_, &by_limit);
 }
 
-std::int64_t TokenBucket::reset_after_us(const BucketParams& params,
-                                         const Divider& by_limit) const {
-  if (tokens_ >= params.burst) return 0;
-  return time_to_accrue_us(params, params.burst - tokens_, frac_, &by_limit);
-}
 
 }  // namespace rlimit::core

@@ -103,7 +103,20 @@ class TokenBucket {
   // per rule) instead of by params.limit: the same results, without a divide.
   std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost,
                               const Divider& by_limit) const;
-  std::int64_t reset_after_us(const BucketParams& params, const Divider& by_limit) const;
+  std::int64_t reset_after_us(const BucketParams& params, const Divider& by_limit) const {
+    if (tokens_ >= params.burst) return 0;
+    // Inline when the deficit in units fits 64 bits (below about 10^8 tokens
+    // with a one-day period); the rest out of line.
+    std::int64_t scaled;
+    if (params.limit > 0 &&
+        !__builtin_mul_overflow(params.burst - tokens_, params.period_us, &scaled)) {
+      assert(by_limit.divisor() == static_cast<std::uint64_t>(params.limit));
+      // scaled >= period_us > frac_: the units are positive.
+      return static_cast<std::int64_t>(
+          by_limit.quotient_rounded_up(static_cast<std::uint64_t>(scaled - frac_)));
+    }
+    return time_to_accrue_us(params, params.burst - tokens_, frac_, &by_limit);
+  }
   bool is_full(const BucketParams& params) const { return tokens_ >= params.burst; }
 
  private:
