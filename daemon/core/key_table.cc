@@ -1,11 +1,10 @@
 #include "core/key_table.h"
 
-#include <cstddef>
-
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cassert>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>

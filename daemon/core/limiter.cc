@@ -42,13 +42,14 @@ std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 1469598103934665
 }
 
 std::string describe_params(const BucketParams& p) {
-  return std::to_string(p.limit) + "/" + std::to_string(p.period_us) + "/" + std::to_string(p.burst);
+  return std::to_string(p.limit) + "/" + std::to_string(p.period_us) + "/" +
+         std::to_string(p.burst);
 }
 
 // Hashes everything that defines a rule's buckets. Never 0 (the inline space).
 std::uint64_t fingerprint(const Rule& rule) {
-  std::string text = rule.name + '\0' + rule.describe_match() + '\0' + describe_params(rule.params) +
-                     '\0' + algorithm_name(rule.algorithm);
+  std::string text = rule.name + '\0' + rule.describe_match() + '\0' +
+                     describe_params(rule.params) + '\0' + algorithm_name(rule.algorithm);
   // Token-bucket rules without options hash as they did before options
   // existed, so their keys survive an upgrade.
   if (const std::string options = rule.options.describe(); !options.empty()) text += '\0' + options;
@@ -79,9 +80,11 @@ struct MatchStep {
 // Appends the key of a rule (fingerprint `fp`, override `override_index`,
 // match `steps`) to `out` at `used`, growing it as needed; `values` are the
 // matched values in step order. Returns the key's length.
-std::size_t write_rule_key(std::span<const MatchStep> steps, std::uint64_t fp,
-                           std::uint8_t override_index, const std::string_view* values,
-                           std::string& out, std::size_t& used) {
+[[gnu::always_inline]] inline std::size_t write_rule_key(std::span<const MatchStep> steps,
+                                                         std::uint64_t fp,
+                                                         std::uint8_t override_index,
+                                                         const std::string_view* values,
+                                                         std::string& out, std::size_t& used) {
   // Sized first, so the buffer is checked once and each value copied inline.
   std::size_t bytes = kKeyHeaderBytes;
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -104,8 +107,8 @@ std::size_t write_rule_key(std::span<const MatchStep> steps, std::uint64_t fp,
   return bytes;
 }
 
-[[gnu::always_inline]] inline const std::string_view* find_value(std::span<const Descriptor> descriptors,
-                                                                 std::string_view key) {
+[[gnu::always_inline]] inline const std::string_view* find_value(
+    std::span<const Descriptor> descriptors, std::string_view key) {
   for (const Descriptor& d : descriptors) {
     if (equal_bytes(d.key, key)) return &d.value;
   }
@@ -116,7 +119,8 @@ bool value_matches(const ValueMatcher& matcher, std::string_view value) {
   return matcher.kind == ValueMatchKind::kAny || matcher.matches(value);
 }
 
-bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Descriptor> descriptors) {
+bool matches_all(const std::vector<DescriptorMatch>& match,
+                 std::span<const Descriptor> descriptors) {
   for (const DescriptorMatch& m : match) {
     const std::string_view* value = find_value(descriptors, m.key);
     if (value == nullptr || !value_matches(m.value, *value)) return false;
@@ -126,8 +130,9 @@ bool matches_all(const std::vector<DescriptorMatch>& match, std::span<const Desc
 
 // True when `descriptors` satisfy every step, recording each step's value in
 // `values` (which holds at least steps.size() entries) for the bucket key.
-bool matches_steps(std::span<const MatchStep> steps, std::span<const Descriptor> descriptors,
-                   std::string_view* values) {
+[[gnu::always_inline]] inline bool matches_steps(std::span<const MatchStep> steps,
+                                                 std::span<const Descriptor> descriptors,
+                                                 std::string_view* values) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string_view* value = find_value(descriptors, steps[i].key);
     if (value == nullptr) return false;
@@ -149,7 +154,7 @@ std::uint8_t override_of(const Rule& rule, std::span<const Descriptor> descripto
 
 struct Limiter::CompiledRules {
   RuleSet set;
-  std::vector<std::uint64_t> fingerprints;                         // parallel to set.rules
+  std::vector<std::uint64_t> fingerprints;                        // parallel to set.rules
   std::unordered_map<std::uint64_t, std::size_t> by_fingerprint;  // -> rule index
   // Per rule: [0] the rule's own limit, [o + 1] override o's.
   std::vector<std::vector<CompiledLimit>> limits;
@@ -191,7 +196,7 @@ struct Limiter::Pending {
   bool token_bucket = true;
   bool hard_token_bucket = true;  // decided without building a verdict (unless reserving)
   bool in_table = true;           // the state is a StateCell in the KeyTable
-  std::uint32_t scratch = 0;  // other algorithms: index into algorithm_scratch_
+  std::uint32_t scratch = 0;      // other algorithms: index into algorithm_scratch_
   std::size_t key_offset = 0;
   std::size_t key_bytes = 0;
   // A token bucket or another compact state, in the KeyTable.
@@ -329,8 +334,8 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     plan.first_step = static_cast<std::uint32_t>(next->steps.size());
     plan.step_count = static_cast<std::uint32_t>(rule.match.size());
     for (const DescriptorMatch& m : rule.match) {
-      next->steps.push_back({m.key, m.value.kind == ValueMatchKind::kAny ? nullptr : &m.value,
-                             m.value.each});
+      next->steps.push_back(
+          {m.key, m.value.kind == ValueMatchKind::kAny ? nullptr : &m.value, m.value.each});
     }
     plan.fingerprint = next->fingerprints[r];
     plan.limits = next->limits[r].data();
@@ -671,13 +676,13 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
 
 LeaseStatus Limiter::release_lease(std::string_view key, alg::Ticket id, bool extend, TimeUs now) {
   const std::optional<CompiledLimit> limit = limit_for_key(key);
-  const auto* params =
-      limit ? std::get_if<alg::Concurrency::Params>(&limit->params) : nullptr;
+  const auto* params = limit ? std::get_if<alg::Concurrency::Params>(&limit->params) : nullptr;
   if (params == nullptr) return LeaseStatus::kNotALease;
   RuleState* state = states_.find(key);
   auto* leases = state != nullptr ? std::get_if<alg::Concurrency::State>(state) : nullptr;
-  const bool done = leases != nullptr && (extend ? alg::Concurrency::extend(*leases, *params, id, now)
-                                                 : alg::Concurrency::release(*leases, *params, id, now));
+  const bool done =
+      leases != nullptr && (extend ? alg::Concurrency::extend(*leases, *params, id, now)
+                                   : alg::Concurrency::release(*leases, *params, id, now));
   if (!done) {
     ++stats_.leases_unknown;
     return LeaseStatus::kUnknown;
@@ -717,16 +722,14 @@ void Limiter::enable_replication(std::string origin_id, std::uint64_t incarnatio
 }
 
 std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origin,
-                                    std::uint64_t incarnation, std::uint64_t consumed,
-                                    TimeUs now) {
+                                    std::uint64_t incarnation, std::uint64_t consumed, TimeUs now) {
   const std::uint32_t origin_index = ledger_.intern_origin(origin);
   if (origin_index == Ledger::kNoOrigin) return 0;
   return merge_remote(key, origin_index, incarnation, consumed, now);
 }
 
 std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_index,
-                                    std::uint64_t incarnation, std::uint64_t consumed,
-                                    TimeUs now) {
+                                    std::uint64_t incarnation, std::uint64_t consumed, TimeUs now) {
   const Ledger::Merged merged = ledger_.merge(key, origin_index, incarnation, consumed, now);
   const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;
@@ -791,8 +794,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
 }
 
 std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
-                                                     const Ledger::KeyState& state,
-                                                     TimeUs now) {
+                                                     const Ledger::KeyState& state, TimeUs now) {
   if (state.uncharged) return std::nullopt;
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   if (!limit || !limit->token_bucket() || (limit->options != nullptr && limit->options->local)) {

@@ -110,5 +110,4 @@ std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_
   return time_to_accrue_us(params, cost - tokens_, frac_, &by_limit);
 }
 
-
 }  // namespace rlimit::core

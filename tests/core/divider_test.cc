@@ -15,9 +15,10 @@ void expect_exact(const Divider& divider, std::uint64_t n) {
 
 TEST(DividerTest, ExactAtTheEdges) {
   const std::uint64_t largest = (std::uint64_t{1} << 63) - 1;
-  for (const std::uint64_t d : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{7},
-                                std::uint64_t{10}, std::uint64_t{1000}, std::uint64_t{1'000'000},
-                                std::uint64_t{1} << 50, (std::uint64_t{1} << 50) - 1, largest}) {
+  for (const std::uint64_t d :
+       {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{7}, std::uint64_t{10},
+        std::uint64_t{1000}, std::uint64_t{1'000'000}, std::uint64_t{1} << 50,
+        (std::uint64_t{1} << 50) - 1, largest}) {
     const Divider divider(d);
     for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, d - 1, d, d + 1, 2 * d - 1,
                                   2 * d, largest - d, largest - 1, largest}) {
