@@ -123,6 +123,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--rate", w.rate, "sync: pace all clients together at this many checks/s");
   app.add_option("--seed", w.seed, "key sequence seed");
+  app.add_option("--client-cpu", w.client_cpu, "pin the client threads to this CPU (default: unpinned)")
+      ->check(CLI::Range(0, 1023));
+  app.add_option("--server-cpu", w.server_cpu,
+                 "pin the floor's echo server to this CPU, and report it as where rlimitd and "
+                 "Redis run (pin those yourself, as bench/compare does)")
+      ->check(CLI::Range(0, 1023));
   app.add_option("--redis", redis, "also measure Redis at HOST:PORT (Lua, INCR+EXPIRE, INCR)");
   app.add_option("--limit", limit.limit, "Redis: tokens per period (match rlimitd's rule)");
   app.add_option("--period-ms", limit.period_ms, "Redis: the period")
@@ -176,7 +182,9 @@ int main(int argc, char** argv) {
       // cannot beat. (Pipelined runs are compared on throughput instead.)
       // Sizes are per check; a batch scales them.
       plan.push_back(
-          {"raw unix socket round trip", [](int) { return make_floor_target(); }, &rows.floor});
+          {"raw unix socket round trip",
+           [&w](int) { return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, w.server_cpu); },
+           &rows.floor});
     }
     plan.push_back(
         {w.mode == Mode::kSync ? "rlimitd check, synchronous" : "rlimitd check, pipelined",

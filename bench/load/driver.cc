@@ -1,9 +1,13 @@
 #include "load/driver.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,6 +49,19 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
   for (std::size_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       Result& mine = per_client[c];
+      if (w.client_cpu >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(w.client_cpu, &cpus);
+        if (const int rc = pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus); rc != 0) {
+          std::lock_guard lock(error_mutex);
+          if (result.error.empty()) {
+            result.error = "cannot pin a client to CPU " + std::to_string(w.client_cpu) + ": " +
+                           std::strerror(rc);
+          }
+          failed_to_open = true;
+        }
+      }
       std::unique_ptr<Target> target = make(static_cast<int>(c));
       const std::string why = target->open();
       if (!why.empty()) {

@@ -28,6 +28,14 @@ struct Workload {
   double seconds = 3;
   double rate = 0;  // sync: total checks per second to pace at; 0 as fast as possible
   std::uint64_t seed = 1;
+  // Pin every client thread to this CPU (-1: wherever the scheduler puts
+  // it). Round trips between processes cost several times more across
+  // CPUs than on one on a VM whose idle vCPUs halt; see docs/performance.md.
+  int client_cpu = -1;
+  // The CPU the servers run on, -1 unpinned: the floor's echo child is
+  // pinned there; rlimitd and Redis are pinned by whoever started them
+  // (bench/compare). Reported with the results.
+  int server_cpu = -1;
 };
 
 struct Result {

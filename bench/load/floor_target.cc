@@ -1,5 +1,6 @@
 #include "load/floor_target.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,8 +39,8 @@ bool write_all(int fd, const char* buf, std::size_t bytes) {
 
 class FloorTarget final : public Target {
  public:
-  FloorTarget(std::size_t request_bytes, std::size_t reply_bytes)
-      : request_bytes_(request_bytes), reply_bytes_(reply_bytes) {}
+  FloorTarget(std::size_t request_bytes, std::size_t reply_bytes, int server_cpu)
+      : request_bytes_(request_bytes), reply_bytes_(reply_bytes), server_cpu_(server_cpu) {}
 
   ~FloorTarget() override {
     if (fd_ >= 0) ::close(fd_);
@@ -59,6 +60,13 @@ class FloorTarget final : public Target {
     if (child_ == 0) {
       // Only async-signal-safe calls from here: the parent has threads.
       ::close(fds[0]);
+      if (server_cpu_ >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(server_cpu_, &cpus);
+        // Pinned, or not measured at all: a floor elsewhere would mislead.
+        if (::sched_setaffinity(0, sizeof(cpus), &cpus) != 0) ::_exit(1);
+      }
       // Answers every complete request read so far with one write, as a
       // server that batches its replies would.
       static char in[16384], out[16384];
@@ -123,6 +131,7 @@ class FloorTarget final : public Target {
 
   const std::size_t request_bytes_;
   const std::size_t reply_bytes_;
+  const int server_cpu_;
   int fd_ = -1;
   pid_t child_ = -1;
   std::string request_;
@@ -133,10 +142,11 @@ class FloorTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_floor_target(std::size_t request_bytes, std::size_t reply_bytes) {
+std::unique_ptr<Target> make_floor_target(std::size_t request_bytes, std::size_t reply_bytes,
+                                          int server_cpu) {
   // The child's buffers bound one reply; a request of 0 bytes never completes.
   return std::make_unique<FloorTarget>(std::clamp<std::size_t>(request_bytes, 1, 16384),
-                                       std::clamp<std::size_t>(reply_bytes, 1, 16384));
+                                       std::clamp<std::size_t>(reply_bytes, 1, 16384), server_cpu);
 }
 
 }  // namespace rlimit::bench

@@ -1,7 +1,8 @@
 // The floor any Unix-socket request/response pays: a forked child echoes a
 // reply of a check's size for every request of a check's size, over a
 // socketpair, with plain blocking read/write and no decoding. One child per
-// client thread.
+// client thread, pinned to `server_cpu` when that is >= 0 (as a daemon pinned
+// there would be).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@ inline constexpr std::size_t kFloorRequestBytes = 32;
 inline constexpr std::size_t kFloorReplyBytes = 56;
 
 std::unique_ptr<Target> make_floor_target(std::size_t request_bytes = kFloorRequestBytes,
-                                          std::size_t reply_bytes = kFloorReplyBytes);
+                                          std::size_t reply_bytes = kFloorReplyBytes,
+                                          int server_cpu = -1);
 
 }  // namespace rlimit::bench

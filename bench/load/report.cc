@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
 
 namespace rlimit::bench {
@@ -93,7 +94,13 @@ void print_table(const Workload& w, const std::vector<Result>& results, const Ro
   std::printf(", batch %d, %llu keys %s", w.batch, static_cast<unsigned long long>(w.keys),
               skew_name(w.skew));
   if (w.skew == Skew::kZipf) std::printf(" (s=%.2f)", w.zipf_s);
-  std::printf(", %.1f s each\n", w.seconds);
+  std::printf(", %.1f s each", w.seconds);
+  if (w.client_cpu >= 0 || w.server_cpu >= 0) {
+    const auto cpu = [](int c) { return c >= 0 ? std::to_string(c) : std::string("any"); };
+    std::printf(", clients on CPU %s, servers on CPU %s", cpu(w.client_cpu).c_str(),
+                cpu(w.server_cpu).c_str());
+  }
+  std::printf("\n");
   std::printf("%-36s %13s %9s %9s %9s %9s\n", "measurement", "decisions/s", "p50 us", "p99 us",
               "p99.9 us", "failed");
   for (const Result& r : results) {
@@ -126,9 +133,11 @@ void print_json(const Machine& machine, const Workload& w, const std::vector<Res
       machine.load_1m);
   std::printf(
       " \"workload\": {\"mode\": \"%s\", \"clients\": %d, \"depth\": %d, \"batch\": %d, "
-      "\"keys\": %llu, \"skew\": \"%s\", \"zipf_s\": %.3f, \"seconds\": %.3f, \"rate\": %.0f},\n",
+      "\"keys\": %llu, \"skew\": \"%s\", \"zipf_s\": %.3f, \"seconds\": %.3f, \"rate\": %.0f, "
+      "\"client_cpu\": %d, \"server_cpu\": %d},\n",
       mode_name(w.mode), w.clients, w.mode == Mode::kPipelined ? w.depth : 1, w.batch,
-      static_cast<unsigned long long>(w.keys), skew_name(w.skew), w.zipf_s, w.seconds, w.rate);
+      static_cast<unsigned long long>(w.keys), skew_name(w.skew), w.zipf_s, w.seconds, w.rate,
+      w.client_cpu, w.server_cpu);
   std::printf(" \"results\": [");
   bool first = true;
   for (const Result& r : results) {
