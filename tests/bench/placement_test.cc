@@ -1,0 +1,64 @@
+// CPU placement in the load generator: the floor's echo server and the client
+// threads are pinned where asked, and a placement that cannot be had is an
+// error, not a silently unpinned measurement.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "load/driver.h"
+#include "load/floor_target.h"
+
+namespace rlimit::bench {
+namespace {
+
+// Beyond any machine this runs on, and inside sched_setaffinity's mask.
+constexpr int kNoSuchCpu = 1000;
+
+TEST(PlacementTest, FloorPinnedToCpu0Answers) {
+  auto floor = make_floor_target(kFloorRequestBytes, kFloorReplyBytes, 0);
+  ASSERT_EQ(floor->open(), "");
+  const std::vector<std::uint64_t> keys = {1, 2, 3};
+  const Tally t = floor->call(keys);
+  EXPECT_EQ(t.allowed, 3u);
+  EXPECT_EQ(t.failed, 0u);
+}
+
+TEST(PlacementTest, FloorOnAMissingCpuFailsEveryCall) {
+  auto floor = make_floor_target(kFloorRequestBytes, kFloorReplyBytes, kNoSuchCpu);
+  ASSERT_EQ(floor->open(), "");
+  const std::vector<std::uint64_t> keys = {1};
+  EXPECT_EQ(floor->call(keys).failed, 1u);
+}
+
+Workload short_sync() {
+  Workload w;
+  w.mode = Mode::kSync;
+  w.clients = 1;
+  w.keys = 10;
+  w.seconds = 0.05;
+  return w;
+}
+
+TEST(PlacementTest, PinnedClientMeasures) {
+  Workload w = short_sync();
+  w.client_cpu = 0;
+  w.server_cpu = 0;
+  const Result r = run_workload(
+      "floor", [&](int) { return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, 0); }, w,
+      {});
+  EXPECT_EQ(r.error, "");
+  EXPECT_GT(r.requests, 0u);
+  EXPECT_EQ(r.tally.failed, 0u);
+}
+
+TEST(PlacementTest, ClientOnAMissingCpuIsAnError) {
+  Workload w = short_sync();
+  w.client_cpu = kNoSuchCpu;
+  const Result r = run_workload("floor", [](int) { return make_floor_target(); }, w, {});
+  EXPECT_NE(r.error.find("cannot pin a client to CPU 1000"), std::string::npos) << r.error;
+  EXPECT_EQ(r.requests, 0u);
+}
+
+}  // namespace
+}  // namespace rlimit::bench
