@@ -253,14 +253,6 @@ Limiter::CompiledLimit::CompiledLimit(const BucketParams& bucket_params,
       by_limit(bucket_params.limit > 0 ? Divider(static_cast<std::uint64_t>(bucket_params.limit))
                                        : Divider()) {}
 
-void CheckOutput::clear() {
-  allowed = false;
-  status = CheckStatus::kOk;
-  error.clear();
-  delay_us = 0;
-  rules.clear();
-}
-
 Limiter::Limiter(LimiterOptions options, RuleSet rules)
     : options_(options), table_(options.max_keys) {
   replace_rules(std::move(rules));

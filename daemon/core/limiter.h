@@ -107,7 +107,13 @@ struct CheckOutput {
   std::string error;  // when kInvalid
   std::int64_t delay_us = 0;  // the longest of the rules' delays, when allowed
   std::vector<RuleVerdict> rules;
-  void clear();
+  void clear() {
+    allowed = false;
+    status = CheckStatus::kOk;
+    error.clear();
+    delay_us = 0;
+    rules.clear();
+  }
 };
 
 enum class LeaseStatus {
