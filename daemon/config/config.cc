@@ -82,6 +82,9 @@ constexpr DurationRange kSuspicionTimeoutRange{10 * kMs, 600 * kSec};
 constexpr DurationRange kDeadRetentionRange{1 * kSec, 7 * kDay};
 // 0 turns rejoining off; any other value is at least kRejoinIntervalMinUs.
 constexpr DurationRange kRejoinIntervalRange{0, 7 * kDay};
+// A wake-up costs tens of microseconds; a poll window far beyond that only
+// burns a core, so a typo cannot make the daemon spin for long.
+constexpr DurationRange kBusyPollRange{0, 10 * kMs};
 constexpr std::int64_t kRejoinIntervalMinUs = 1 * kSec;
 constexpr DurationRange kCounterRetentionRange{1 * kSec, 30 * kDay};
 constexpr IntRange kMaxPacketsPerRoundRange{1, 4096};
@@ -102,7 +105,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
     "max_response_bytes", "allow_reset",     "write_timeout",
-    "idle_timeout"};
+    "idle_timeout",    "busy_poll"};
 constexpr std::string_view kClusterKeys[] = {"mode",
                                              "name",
                                              "bind",
@@ -600,6 +603,9 @@ class Loader {
     }
     if (const toml::node* node = daemon.get("idle_timeout")) {
       if (auto us = read_duration(*node, what("idle_timeout"), 0)) out.idle_timeout_us = *us;
+    }
+    if (const toml::node* node = daemon.get("busy_poll")) {
+      if (auto us = read_duration_in(*node, what("busy_poll"), kBusyPollRange)) out.busy_poll_us = *us;
     }
     if (const toml::node* node = daemon.get("max_descriptors_per_check")) {
       if (auto n = read_integer(*node, what("max_descriptors_per_check"), kMaxDescriptorsPerCheckRange)) {

@@ -31,6 +31,11 @@ struct DaemonSettings {
   // A connection that sends nothing for this long is closed. 0: never (the
   // default: pooled clients keep idle connections).
   std::int64_t idle_timeout_us = 0;
+  // After the event loop runs out of ready work it keeps polling for this
+  // long (yielding the CPU to anything runnable between polls) before it
+  // sleeps in epoll_wait. 0: never (the default). Buys latency with CPU:
+  // a client on another CPU need not wake this one (docs/performance.md).
+  std::int64_t busy_poll_us = 0;
   bool allow_reset = true;  // clients may send ResetRequest (rlimitctl reset)
   core::LimiterOptions limiter;
 };

@@ -48,13 +48,19 @@ struct ShellCounters {
   // A gauge: the daemon's own CPU use in permille of one core, smoothed,
   // sampled every sweep (load_meter.h); what elastic rules read.
   std::uint64_t load_permille = 0;
+  // Busy polling ([daemon] busy_poll, event_loop.h): poll windows that found
+  // work (a sleep and a wake-up avoided), windows that ran out (then slept),
+  // and the CPU time spent polling, which load_permille leaves out.
+  std::uint64_t busy_poll_hits = 0;
+  std::uint64_t busy_poll_misses = 0;
+  std::uint64_t busy_poll_cpu_us = 0;
 };
 
 // Calls f(name, value) for every counter, in declaration order.
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 32 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 35 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -88,6 +94,9 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("reloads"), c.reloads);
   f(std::string_view("reload_failures"), c.reload_failures);
   f(std::string_view("load_permille"), c.load_permille);
+  f(std::string_view("busy_poll_hits"), c.busy_poll_hits);
+  f(std::string_view("busy_poll_misses"), c.busy_poll_misses);
+  f(std::string_view("busy_poll_cpu_us"), c.busy_poll_cpu_us);
 }
 
 // The peer transports' counters (gossip UDP or mesh TCP): what reached the

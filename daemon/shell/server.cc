@@ -29,6 +29,7 @@
 #include "shell/cluster_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
+#include "shell/event_loop.h"
 #include "shell/load_meter.h"
 #include "shell/logging.h"
 #include "shell/reload.h"
@@ -77,6 +78,8 @@ class Server {
   // cannot be set up.
   bool start();
   int exit_code() const { return exit_code_; }
+  std::int64_t busy_poll_us() const { return settings_.busy_poll_us; }
+  ShellCounters& counters() { return counters_; }
 
  private:
   bool listen();
@@ -267,9 +270,11 @@ asio::awaitable<void> Server::sweep_loop() {
     if (error || shutting_down_) break;
     ++counters_.sweeps;
     const core::TimeUs now = steady_now_us();
-    // Elastic rules read it from here (the dispatcher passes it with every check).
-    counters_.load_permille =
-        static_cast<std::uint64_t>(load_meter_.sample(now, process_cpu_us()));
+    // Elastic rules read it from here (the dispatcher passes it with every
+    // check). Time spent busy polling is idle time, not load.
+    const core::TimeUs working_cpu_us =
+        process_cpu_us() - static_cast<core::TimeUs>(counters_.busy_poll_cpu_us);
+    counters_.load_permille = static_cast<std::uint64_t>(load_meter_.sample(now, working_cpu_us));
     limiter_.sweep(now, settings_.sweep_batch);
   }
 }
@@ -457,7 +462,7 @@ int run_server(ServerOptions options) {
   Server server(io, std::move(options));
   if (!server.start()) return 1;
   try {
-    io.run();
+    run_event_loop(io, server.busy_poll_us(), server.counters());
   } catch (const std::exception& e) {
     spdlog::critical("event loop failed: {}", e.what());
     return 1;

@@ -155,6 +155,18 @@ TEST(ConfigTest, ConnectionTimeouts) {
                         {"daemon: idle_timeout must be a string such as \"1s\", not an integer"}));
 }
 
+TEST(ConfigTest, BusyPollIsBounded) {
+  const LoadResult defaults = load("");
+  ASSERT_TRUE(defaults.ok()) << all_errors(defaults);
+  EXPECT_EQ(defaults.config.daemon.busy_poll_us, 0);
+  const LoadResult set = load("[daemon]\nbusy_poll = \"50us\"\n");
+  ASSERT_TRUE(set.ok()) << all_errors(set);
+  EXPECT_EQ(set.config.daemon.busy_poll_us, 50);
+  EXPECT_TRUE(one_error("[daemon]\nbusy_poll = \"20ms\"\n", 2, 13,
+                        {"daemon: busy_poll \"20ms\": must be at most 10ms"}));
+  EXPECT_TRUE(one_error("[daemon]\nbusy_poll = \"-1us\"\n", 2, 13, {"busy_poll \"-1us\""}));
+}
+
 TEST(ConfigTest, EveryLogLevelIsAccepted) {
   for (std::string_view level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     const LoadResult result = load("[daemon]\nlog_level = \"" + std::string(level) + "\"\n");
