@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--rate", w.rate, "sync: pace all clients together at this many checks/s");
   app.add_option("--seed", w.seed, "key sequence seed");
-  app.add_option("--client-cpu", w.client_cpu, "pin the client threads to this CPU (default: unpinned)")
+  app.add_option("--client-cpu", w.client_cpu,
+                 "pin the client threads to this CPU (default: unpinned)")
       ->check(CLI::Range(0, 1023));
   app.add_option("--server-cpu", w.server_cpu,
                  "pin the floor's echo server to this CPU, and report it as where rlimitd and "
@@ -183,7 +184,9 @@ int main(int argc, char** argv) {
       // Sizes are per check; a batch scales them.
       plan.push_back(
           {"raw unix socket round trip",
-           [&w](int) { return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, w.server_cpu); },
+           [&w](int) {
+             return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, w.server_cpu);
+           },
            &rows.floor});
     }
     plan.push_back(

@@ -49,6 +49,15 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
   for (std::size_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       Result& mine = per_client[c];
+      std::unique_ptr<Target> target = make(static_cast<int>(c));
+      const std::string why = target->open();
+      if (!why.empty()) {
+        std::lock_guard lock(error_mutex);
+        if (result.error.empty()) result.error = why;
+        failed_to_open = true;
+      }
+      // After open(): a server it forks (the floor's echo child) must not
+      // inherit the client's CPU.
       if (w.client_cpu >= 0) {
         cpu_set_t cpus;
         CPU_ZERO(&cpus);
@@ -61,13 +70,6 @@ Result run_workload(const std::string& name, const TargetFactory& make, const Wo
           }
           failed_to_open = true;
         }
-      }
-      std::unique_ptr<Target> target = make(static_cast<int>(c));
-      const std::string why = target->open();
-      if (!why.empty()) {
-        std::lock_guard lock(error_mutex);
-        if (result.error.empty()) result.error = why;
-        failed_to_open = true;
       }
       // Sequential walks start spread out, so clients name different keys.
       KeyPicker picker(w.keys, w.skew, w.zipf_s, w.seed * 1000003 + c, c * (w.keys / clients));

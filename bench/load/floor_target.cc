@@ -26,16 +26,22 @@ bool read_exact(int fd, char* buf, std::size_t bytes) {
   return true;
 }
 
+// MSG_NOSIGNAL: a peer that has gone is a failed write, not a SIGPIPE that
+// ends the whole benchmark.
 bool write_all(int fd, const char* buf, std::size_t bytes) {
   std::size_t put = 0;
   while (put < bytes) {
-    const ssize_t n = ::write(fd, buf + put, bytes - put);
+    const ssize_t n = ::send(fd, buf + put, bytes - put, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     put += static_cast<std::size_t>(n);
   }
   return true;
 }
+
+// The echo child's first byte: ready to answer, or could not be pinned.
+constexpr char kChildReady = 'r';
+constexpr char kChildNotPinned = 'p';
 
 class FloorTarget final : public Target {
  public:
@@ -60,13 +66,17 @@ class FloorTarget final : public Target {
     if (child_ == 0) {
       // Only async-signal-safe calls from here: the parent has threads.
       ::close(fds[0]);
+      // One status byte first: pinned (or not asked to be), or not measured
+      // at all, since a floor elsewhere would mislead.
+      bool pinned = true;
       if (server_cpu_ >= 0) {
         cpu_set_t cpus;
         CPU_ZERO(&cpus);
         CPU_SET(server_cpu_, &cpus);
-        // Pinned, or not measured at all: a floor elsewhere would mislead.
-        if (::sched_setaffinity(0, sizeof(cpus), &cpus) != 0) ::_exit(1);
+        pinned = ::sched_setaffinity(0, sizeof(cpus), &cpus) == 0;
       }
+      const char status = pinned ? kChildReady : kChildNotPinned;
+      if (!write_all(fds[1], &status, 1) || !pinned) ::_exit(0);
       // Answers every complete request read so far with one write, as a
       // server that batches its replies would.
       static char in[16384], out[16384];
@@ -88,6 +98,12 @@ class FloorTarget final : public Target {
     }
     ::close(fds[1]);
     fd_ = fds[0];
+    char status = 0;
+    if (!read_exact(fd_, &status, 1) || status != kChildReady) {
+      return server_cpu_ >= 0 ? "cannot pin the floor's echo server to CPU " +
+                                    std::to_string(server_cpu_)
+                              : std::string("the floor's echo server did not start");
+    }
     request_.assign(request_bytes_, 'x');
     reply_.resize(reply_bytes_);
     return {};

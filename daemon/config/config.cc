@@ -605,7 +605,9 @@ class Loader {
       if (auto us = read_duration(*node, what("idle_timeout"), 0)) out.idle_timeout_us = *us;
     }
     if (const toml::node* node = daemon.get("busy_poll")) {
-      if (auto us = read_duration_in(*node, what("busy_poll"), kBusyPollRange)) out.busy_poll_us = *us;
+      if (auto us = read_duration_in(*node, what("busy_poll"), kBusyPollRange)) {
+        out.busy_poll_us = *us;
+      }
     }
     if (const toml::node* node = daemon.get("max_descriptors_per_check")) {
       if (auto n = read_integer(*node, what("max_descriptors_per_check"), kMaxDescriptorsPerCheckRange)) {

@@ -153,6 +153,11 @@ std::uint8_t override_of(const Rule& rule, std::span<const Descriptor> descripto
 }  // namespace
 
 struct Limiter::CompiledRules {
+  // Pinned in place: steps and plans point into set and limits.
+  CompiledRules() = default;
+  CompiledRules(const CompiledRules&) = delete;
+  CompiledRules& operator=(const CompiledRules&) = delete;
+
   RuleSet set;
   std::vector<std::uint64_t> fingerprints;                        // parallel to set.rules
   std::unordered_map<std::uint64_t, std::size_t> by_fingerprint;  // -> rule index
@@ -212,11 +217,11 @@ struct Limiter::Pending {
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
   // The token bucket's waits, dividing by the rule's precomputed limit.
   std::int64_t retry_after_us(std::int64_t cost) {
-    return limit != nullptr ? bucket().retry_after_us(params, cost, limit->by_limit)
+    return limit != nullptr ? bucket().retry_after_us(params, cost, limit->limit_divider)
                             : bucket().retry_after_us(params, cost);
   }
   std::int64_t reset_after_us() {
-    return limit != nullptr ? bucket().reset_after_us(params, limit->by_limit)
+    return limit != nullptr ? bucket().reset_after_us(params, limit->limit_divider)
                             : bucket().reset_after_us(params);
   }
   // The token bucket's answer in the algorithms' terms, for throttle modes
@@ -250,8 +255,9 @@ Limiter::CompiledLimit::CompiledLimit(const BucketParams& bucket_params,
       in_cell(core::in_cell(algorithm_params)),
       hands_out_waits(core::hands_out_waits(algorithm_params)),
       schedules(algorithm != Algorithm::kSlidingLog && algorithm != Algorithm::kConcurrency),
-      by_limit(bucket_params.limit > 0 ? Divider(static_cast<std::uint64_t>(bucket_params.limit))
-                                       : Divider()) {}
+      limit_divider(bucket_params.limit > 0
+                        ? Divider(static_cast<std::uint64_t>(bucket_params.limit))
+                        : Divider()) {}
 
 Limiter::Limiter(LimiterOptions options, RuleSet rules)
     : options_(options), table_(options.max_keys) {

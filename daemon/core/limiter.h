@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/divider.h"
 #include "core/key_table.h"
 #include "core/ledger.h"
 #include "core/rule.h"
@@ -260,7 +261,7 @@ class Limiter {
     // A reserve may defer the request (not so for the sliding log, which
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
-    Divider by_limit;  // Divider(bucket.limit), or by 1 when the limit is 0
+    Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit

@@ -74,7 +74,7 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128
 }
 
 std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
-                                            std::int64_t frac, const Divider* by_limit) {
+                                            std::int64_t frac, const Divider* limit_divider) {
   // (whole_tokens * period_us - frac) units, rounded up to whole microseconds
   // of accrual; in 64 bits when the product fits, as it nearly always does.
   std::int64_t scaled, units;
@@ -82,10 +82,10 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int
       !__builtin_sub_overflow(scaled, frac, &units)) {
     if (units <= 0) return 0;
     if (params.limit == 0) return -1;
-    if (by_limit != nullptr) {
-      assert(by_limit->divisor() == static_cast<std::uint64_t>(params.limit));
+    if (limit_divider != nullptr) {
+      assert(limit_divider->divisor() == static_cast<std::uint64_t>(params.limit));
       return static_cast<std::int64_t>(
-          by_limit->quotient_rounded_up(static_cast<std::uint64_t>(units)));
+          limit_divider->quotient_rounded_up(static_cast<std::uint64_t>(units)));
     }
     return units / params.limit + (units % params.limit != 0 ? 1 : 0);
   }
@@ -104,10 +104,10 @@ std::int64_t TokenBucket::reset_after_us(const BucketParams& params) const {
 }
 
 std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost,
-                                         const Divider& by_limit) const {
+                                         const Divider& limit_divider) const {
   if (tokens_ >= cost) return 0;
   if (cost > params.burst) return -1;
-  return time_to_accrue_us(params, cost - tokens_, frac_, &by_limit);
+  return time_to_accrue_us(params, cost - tokens_, frac_, &limit_divider);
 }
 
 }  // namespace rlimit::core

@@ -99,23 +99,23 @@ class TokenBucket {
   std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost) const;
   // Microseconds until the balance reaches burst (0 when full).
   std::int64_t reset_after_us(const BucketParams& params) const;
-  // The same two, dividing by `by_limit` (Divider(params.limit), built once
+  // The same two, dividing by `limit_divider` (Divider(params.limit), built once
   // per rule) instead of by params.limit: the same results, without a divide.
   std::int64_t retry_after_us(const BucketParams& params, std::int64_t cost,
-                              const Divider& by_limit) const;
-  std::int64_t reset_after_us(const BucketParams& params, const Divider& by_limit) const {
+                              const Divider& limit_divider) const;
+  std::int64_t reset_after_us(const BucketParams& params, const Divider& limit_divider) const {
     if (tokens_ >= params.burst) return 0;
     // Inline when the deficit in units fits 64 bits (below about 10^8 tokens
     // with a one-day period); the rest out of line.
     std::int64_t scaled;
     if (params.limit > 0 &&
         !__builtin_mul_overflow(params.burst - tokens_, params.period_us, &scaled)) {
-      assert(by_limit.divisor() == static_cast<std::uint64_t>(params.limit));
+      assert(limit_divider.divisor() == static_cast<std::uint64_t>(params.limit));
       // scaled >= period_us > frac_: the units are positive.
       return static_cast<std::int64_t>(
-          by_limit.quotient_rounded_up(static_cast<std::uint64_t>(scaled - frac_)));
+          limit_divider.quotient_rounded_up(static_cast<std::uint64_t>(scaled - frac_)));
     }
-    return time_to_accrue_us(params, params.burst - tokens_, frac_, &by_limit);
+    return time_to_accrue_us(params, params.burst - tokens_, frac_, &limit_divider);
   }
   bool is_full(const BucketParams& params) const { return tokens_ >= params.burst; }
 
@@ -126,9 +126,9 @@ class TokenBucket {
   // Time for the scaled deficit `units` (in 1/period_us tokens) to accrue.
   static std::int64_t time_to_accrue_us(const BucketParams& params, __int128 units);
   // The same for a deficit of `whole_tokens` less `frac` units, dividing by
-  // `by_limit` when given.
+  // `limit_divider` when given.
   static std::int64_t time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
-                                        std::int64_t frac, const Divider* by_limit);
+                                        std::int64_t frac, const Divider* limit_divider);
 
   std::int64_t tokens_ = 0;
   std::int64_t frac_ = 0;  // in [0, period_us)

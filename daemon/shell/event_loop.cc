@@ -16,22 +16,28 @@ std::int64_t thread_cpu_us() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1'000;
 }
 
-// Polls `io` for up to `window_us`. True when it found and ran work.
+// Polls `io` for up to `window_us`. True when it found and ran work. Counts
+// the CPU the polling took, up to the poll that found work: the handlers
+// that poll ran are work, and load_permille must still see them.
 bool poll_window(boost::asio::io_context& io, std::int64_t window_us, ShellCounters& counters) {
   using Clock = std::chrono::steady_clock;
   const std::int64_t cpu_start_us = thread_cpu_us();
   const Clock::time_point until = Clock::now() + std::chrono::microseconds(window_us);
   bool found = false;
+  std::int64_t cpu_polling_us = cpu_start_us;  // the CPU clock when the last poll began
   while (!io.stopped()) {
     ::sched_yield();
+    cpu_polling_us = thread_cpu_us();
     if (io.poll() > 0) {
       found = true;
       break;
     }
     if (Clock::now() >= until) break;
   }
-  const std::int64_t spent_us = thread_cpu_us() - cpu_start_us;
-  if (spent_us > 0) counters.busy_poll_cpu_us += static_cast<std::uint64_t>(spent_us);
+  if (!found) cpu_polling_us = thread_cpu_us();
+  if (cpu_polling_us > cpu_start_us) {
+    counters.busy_poll_cpu_us += static_cast<std::uint64_t>(cpu_polling_us - cpu_start_us);
+  }
   ++(found ? counters.busy_poll_hits : counters.busy_poll_misses);
   return found;
 }

@@ -2,6 +2,7 @@
 // threads are pinned where asked, and a placement that cannot be had is an
 // error, not a silently unpinned measurement.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstdint>
 #include <vector>
@@ -15,8 +16,19 @@ namespace {
 // Beyond any machine this runs on, and inside sched_setaffinity's mask.
 constexpr int kNoSuchCpu = 1000;
 
-TEST(PlacementTest, FloorPinnedToCpu0Answers) {
-  auto floor = make_floor_target(kFloorRequestBytes, kFloorReplyBytes, 0);
+// The first CPU this test may run on (CI may confine it to a subset).
+int first_allowed_cpu() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &cpus)) return c;
+  }
+  return 0;
+}
+
+TEST(PlacementTest, PinnedFloorAnswers) {
+  auto floor = make_floor_target(kFloorRequestBytes, kFloorReplyBytes, first_allowed_cpu());
   ASSERT_EQ(floor->open(), "");
   const std::vector<std::uint64_t> keys = {1, 2, 3};
   const Tally t = floor->call(keys);
@@ -24,11 +36,9 @@ TEST(PlacementTest, FloorPinnedToCpu0Answers) {
   EXPECT_EQ(t.failed, 0u);
 }
 
-TEST(PlacementTest, FloorOnAMissingCpuFailsEveryCall) {
+TEST(PlacementTest, FloorOnAMissingCpuIsAnError) {
   auto floor = make_floor_target(kFloorRequestBytes, kFloorReplyBytes, kNoSuchCpu);
-  ASSERT_EQ(floor->open(), "");
-  const std::vector<std::uint64_t> keys = {1};
-  EXPECT_EQ(floor->call(keys).failed, 1u);
+  EXPECT_EQ(floor->open(), "cannot pin the floor's echo server to CPU 1000");
 }
 
 Workload short_sync() {
@@ -42,11 +52,12 @@ Workload short_sync() {
 
 TEST(PlacementTest, PinnedClientMeasures) {
   Workload w = short_sync();
-  w.client_cpu = 0;
-  w.server_cpu = 0;
+  w.client_cpu = first_allowed_cpu();
+  w.server_cpu = w.client_cpu;
   const Result r = run_workload(
-      "floor", [&](int) { return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, 0); }, w,
-      {});
+      "floor",
+      [&](int) { return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, w.server_cpu); },
+      w, {});
   EXPECT_EQ(r.error, "");
   EXPECT_GT(r.requests, 0u);
   EXPECT_EQ(r.tally.failed, 0u);

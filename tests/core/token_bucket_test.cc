@@ -109,17 +109,30 @@ TEST(TokenBucketTest, RefillMatchesAnExactModel) {
         ASSERT_EQ(bucket.reset_after_us(params), static_cast<std::int64_t>(reset))
             << rule << " " << step;
         // The precomputed divider gives the same waits as the division.
-        const Divider by_limit(static_cast<std::uint64_t>(params.limit));
-        ASSERT_EQ(bucket.reset_after_us(params, by_limit), static_cast<std::int64_t>(reset))
+        const Divider limit_divider(static_cast<std::uint64_t>(params.limit));
+        ASSERT_EQ(bucket.reset_after_us(params, limit_divider), static_cast<std::int64_t>(reset))
             << rule << " " << step;
         for (std::int64_t wanted = 0; wanted < 6; ++wanted) {
-          ASSERT_EQ(bucket.retry_after_us(params, wanted, by_limit),
+          ASSERT_EQ(bucket.retry_after_us(params, wanted, limit_divider),
                     bucket.retry_after_us(params, wanted))
               << rule << " " << step;
         }
       }
     }
   }
+}
+
+// A limit of 0 never refills: the Limiter passes Divider() (divides by 1)
+// for it, and the waits must still say "never".
+TEST(TokenBucketTest, ZeroLimitNeverRefillsWithADivider) {
+  const BucketParams params{0, kUsPerSecond, 5};
+  TokenBucket bucket = TokenBucket::full(params, 0);
+  bucket.charge(7);
+  bucket.refill(params, 10 * kUsPerSecond);
+  EXPECT_EQ(bucket.tokens(), -2);
+  EXPECT_EQ(bucket.reset_after_us(params, Divider()), -1);
+  EXPECT_EQ(bucket.retry_after_us(params, 1, Divider()), -1);
+  EXPECT_EQ(bucket.reset_after_us(params), -1);
 }
 
 TEST(TokenBucketTest, NegativeBalanceIsRepaidBeforeAllowing) {
