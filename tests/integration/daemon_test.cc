@@ -41,6 +41,37 @@ TEST_F(DaemonTest, LimitsHoldPerDistinctValue) {
   EXPECT_TRUE(c.check(user("bob")).allowed);
 }
 
+// busy_poll reaches the event loop: limits hold as before, and the poll
+// windows are counted. How many checks one window catches depends on timing
+// (the poll that finds a request also answers whatever arrives while it
+// runs), so the count asked for is only "some": every idle moment opens a
+// window, and the 100 ms sweep makes idle moments without any client.
+TEST_F(DaemonTest, BusyPollingDecidesAlikeAndIsCounted) {
+  config_path_ = write_config(std::string("busy_poll = \"2ms\"\n") + kPerUserHourly);
+  daemon_ = std::make_unique<DaemonProcess>(
+      dir_, std::vector<std::string>{"--config", config_path_, "--log-level", "debug"});
+  ASSERT_TRUE(daemon_->wait_ready(socket_path())) << daemon_->log();
+  Client c = client();
+  int allowed = 0;
+  for (int i = 0; i < 20; ++i) allowed += c.check(user("alice")).allowed;
+  EXPECT_EQ(allowed, 5);
+  EXPECT_TRUE(eventually([&] {
+    return counter(c, "busy_poll_hits") > 0 && counter(c, "busy_poll_misses") > 0 &&
+           counter(c, "busy_poll_cpu_us") > 0;
+  })) << counter(c, "busy_poll_hits") << " hits, " << counter(c, "busy_poll_misses")
+      << " misses, " << counter(c, "busy_poll_cpu_us") << " us";
+}
+
+TEST_F(DaemonTest, WithoutBusyPollingNoWindowOpens) {
+  start(kPerUserHourly);
+  Client c = client();
+  for (int i = 0; i < 5; ++i) c.check(user("alice"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // sweeps, idle moments
+  EXPECT_EQ(counter(c, "busy_poll_hits"), 0);
+  EXPECT_EQ(counter(c, "busy_poll_misses"), 0);
+  EXPECT_EQ(counter(c, "busy_poll_cpu_us"), 0);
+}
+
 TEST_F(DaemonTest, ConcurrentClientsShareOneBucketExactly) {
   start(R"(
 [[rule]]
