@@ -215,15 +215,15 @@ struct Limiter::Pending {
 
   StateCell& current() { return cell != nullptr ? *cell : fresh; }
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
-  // The token bucket's waits, dividing by the rule's precomputed limit.
+  // The token bucket's waits, dividing by the rule's precomputed limit
+  // (inline limits have no CompiledLimit: they divide).
+  const Divider* limit_divider() const {
+    return limit != nullptr ? &limit->limit_divider : nullptr;
+  }
   std::int64_t retry_after_us(std::int64_t cost) {
-    return limit != nullptr ? bucket().retry_after_us(params, cost, limit->limit_divider)
-                            : bucket().retry_after_us(params, cost);
+    return bucket().retry_after_us(params, cost, limit_divider());
   }
-  std::int64_t reset_after_us() {
-    return limit != nullptr ? bucket().reset_after_us(params, limit->limit_divider)
-                            : bucket().reset_after_us(params);
-  }
+  std::int64_t reset_after_us() { return bucket().reset_after_us(params, limit_divider()); }
   // The token bucket's answer in the algorithms' terms, for throttle modes
   // and reservations. The bucket is refilled to now.
   alg::Verdict token_bucket_verdict(std::int64_t cost) {

@@ -73,41 +73,4 @@ std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, __int128
                                                        : static_cast<std::int64_t>(us);
 }
 
-std::int64_t TokenBucket::time_to_accrue_us(const BucketParams& params, std::int64_t whole_tokens,
-                                            std::int64_t frac, const Divider* limit_divider) {
-  // (whole_tokens * period_us - frac) units, rounded up to whole microseconds
-  // of accrual; in 64 bits when the product fits, as it nearly always does.
-  std::int64_t scaled, units;
-  if (!__builtin_mul_overflow(whole_tokens, params.period_us, &scaled) &&
-      !__builtin_sub_overflow(scaled, frac, &units)) {
-    if (units <= 0) return 0;
-    if (params.limit == 0) return -1;
-    if (limit_divider != nullptr) {
-      assert(limit_divider->divisor() == static_cast<std::uint64_t>(params.limit));
-      return static_cast<std::int64_t>(
-          limit_divider->quotient_rounded_up(static_cast<std::uint64_t>(units)));
-    }
-    return units / params.limit + (units % params.limit != 0 ? 1 : 0);
-  }
-  return time_to_accrue_us(params, static_cast<__int128>(whole_tokens) * params.period_us - frac);
-}
-
-std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost) const {
-  if (tokens_ >= cost) return 0;
-  if (cost > params.burst) return -1;
-  return time_to_accrue_us(params, cost - tokens_, frac_, nullptr);
-}
-
-std::int64_t TokenBucket::reset_after_us(const BucketParams& params) const {
-  if (tokens_ >= params.burst) return 0;
-  return time_to_accrue_us(params, params.burst - tokens_, frac_, nullptr);
-}
-
-std::int64_t TokenBucket::retry_after_us(const BucketParams& params, std::int64_t cost,
-                                         const Divider& limit_divider) const {
-  if (tokens_ >= cost) return 0;
-  if (cost > params.burst) return -1;
-  return time_to_accrue_us(params, cost - tokens_, frac_, &limit_divider);
-}
-
 }  // namespace rlimit::core

@@ -87,8 +87,8 @@ TEST(TokenBucketTest, RefillMatchesAnExactModel) {
     __int128 balance = full;  // exact, in units
     TimeUs now = 0;
     for (int step = 0; step < 500; ++step) {
-      const TimeUs dt = static_cast<TimeUs>(rng() % 4 == 0 ? rng() % (20 * kUsPerSecond)
-                                                           : rng() % 2000);
+      const TimeUs dt =
+          static_cast<TimeUs>(rng() % 4 == 0 ? rng() % (20 * kUsPerSecond) : rng() % 2000);
       now += dt;
       bucket.refill(params, now);
       if (balance < full) {
@@ -110,10 +110,10 @@ TEST(TokenBucketTest, RefillMatchesAnExactModel) {
             << rule << " " << step;
         // The precomputed divider gives the same waits as the division.
         const Divider limit_divider(static_cast<std::uint64_t>(params.limit));
-        ASSERT_EQ(bucket.reset_after_us(params, limit_divider), static_cast<std::int64_t>(reset))
+        ASSERT_EQ(bucket.reset_after_us(params, &limit_divider), static_cast<std::int64_t>(reset))
             << rule << " " << step;
         for (std::int64_t wanted = 0; wanted < 6; ++wanted) {
-          ASSERT_EQ(bucket.retry_after_us(params, wanted, limit_divider),
+          ASSERT_EQ(bucket.retry_after_us(params, wanted, &limit_divider),
                     bucket.retry_after_us(params, wanted))
               << rule << " " << step;
         }
@@ -130,8 +130,9 @@ TEST(TokenBucketTest, ZeroLimitNeverRefillsWithADivider) {
   bucket.charge(7);
   bucket.refill(params, 10 * kUsPerSecond);
   EXPECT_EQ(bucket.tokens(), -2);
-  EXPECT_EQ(bucket.reset_after_us(params, Divider()), -1);
-  EXPECT_EQ(bucket.retry_after_us(params, 1, Divider()), -1);
+  const Divider by_one;
+  EXPECT_EQ(bucket.reset_after_us(params, &by_one), -1);
+  EXPECT_EQ(bucket.retry_after_us(params, 1, &by_one), -1);
   EXPECT_EQ(bucket.reset_after_us(params), -1);
 }
 
