@@ -53,10 +53,12 @@ std::vector<Ratio> ratios(const Rows& rows) {
       out.push_back({name, ratio(d->decisions_per_second(), r->decisions_per_second()), meaning});
     }
   };
-  vs("throughput_vs_redis_lua", rows.redis_lua, "rlimitd decisions/s / Redis Lua (target >= 10)");
+  vs("throughput_vs_redis_lua", rows.redis_lua,
+     "rlimitd decisions/s / Redis Lua (target >= 10 when pipelined)");
   vs("throughput_vs_redis_incr_expire", rows.redis_incr_expire,
      "rlimitd decisions/s / Redis INCR+EXPIRE");
-  vs("throughput_vs_redis_incr", rows.redis_incr, "rlimitd decisions/s / Redis INCR (target >= 1)");
+  vs("throughput_vs_redis_incr", rows.redis_incr,
+     "rlimitd decisions/s / Redis INCR (target >= 1 when pipelined)");
   return out;
 }
 
