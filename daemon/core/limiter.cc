@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <unordered_map>
 
@@ -115,39 +116,45 @@ struct MatchStep {
   return nullptr;
 }
 
-bool value_matches(const ValueMatcher& matcher, std::string_view value) {
-  return matcher.kind == ValueMatchKind::kAny || matcher.matches(value);
-}
-
-bool matches_all(const std::vector<DescriptorMatch>& match,
-                 std::span<const Descriptor> descriptors) {
-  for (const DescriptorMatch& m : match) {
-    const std::string_view* value = find_value(descriptors, m.key);
-    if (value == nullptr || !value_matches(m.value, *value)) return false;
-  }
-  return true;
-}
-
-// True when `descriptors` satisfy every step, recording each step's value in
-// `values` (which holds at least steps.size() entries) for the bucket key.
+// True when `descriptors` satisfy every step. With `values` (which holds at
+// least steps.size() entries), records each step's value for the bucket key.
 [[gnu::always_inline]] inline bool matches_steps(std::span<const MatchStep> steps,
                                                  std::span<const Descriptor> descriptors,
-                                                 std::string_view* values) {
+                                                 std::string_view* values = nullptr) {
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const std::string_view* value = find_value(descriptors, steps[i].key);
     if (value == nullptr) return false;
     if (steps[i].matcher != nullptr && !steps[i].matcher->matches(*value)) return false;
-    values[i] = *value;
+    if (values != nullptr) values[i] = *value;
   }
   return true;
 }
 
-// 1 + the index of the first override `descriptors` match, 0 for none.
-std::uint8_t override_of(const Rule& rule, std::span<const Descriptor> descriptors) {
-  for (std::size_t o = 0; o < rule.overrides.size() && o < 255; ++o) {
-    if (matches_all(rule.overrides[o].match, descriptors)) return static_cast<std::uint8_t>(o + 1);
+// matches_steps without recording values, out of line: for overrides and
+// exemptions, so that the rule loop it would otherwise be inlined into stays
+// small enough for the compiler to inline what the common check needs.
+[[gnu::noinline]] bool matches_all_steps(std::span<const MatchStep> steps,
+                                         std::span<const Descriptor> descriptors) {
+  return matches_steps(steps, descriptors);
+}
+
+// Where in CompiledRules::steps one match list (a rule's, an override's, an
+// exemption's) lies.
+struct StepRange {
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
+};
+
+// Appends `match` to `steps` as MatchSteps (views into `match`, which must
+// not move afterwards); returns where they lie.
+StepRange compile_steps(const std::vector<DescriptorMatch>& match, std::vector<MatchStep>& steps) {
+  const StepRange range{static_cast<std::uint32_t>(steps.size()),
+                        static_cast<std::uint32_t>(match.size())};
+  for (const DescriptorMatch& m : match) {
+    steps.push_back(
+        {m.key, m.value.kind == ValueMatchKind::kAny ? nullptr : &m.value, m.value.each});
   }
-  return 0;
+  return range;
 }
 
 }  // namespace
@@ -165,21 +172,39 @@ struct Limiter::CompiledRules {
   std::vector<std::vector<CompiledLimit>> limits;
   // Per exemption: indices of the rules it skips (empty: all).
   std::vector<std::vector<std::size_t>> exempt_rules;
-  // What a check reads of each rule, parallel to set.rules; the steps of rule
-  // r are steps[plans[r].first_step, + plans[r].step_count).
+  // What a check reads of each rule, parallel to set.rules: its match and
+  // its overrides' matches as ranges of `steps`.
   struct RulePlan {
-    std::uint32_t first_step = 0;
-    std::uint32_t step_count = 0;
+    StepRange match;
+    std::uint32_t first_override = 0;  // index into override_matches
+    std::uint32_t override_count = 0;  // at most 255 (the key's override byte)
     std::uint64_t fingerprint = 0;
     const CompiledLimit* limits = nullptr;  // [0] the rule's own, [o + 1] override o's
-    bool has_overrides = false;
     bool token_bucket = false;
     bool hard_token_bucket = false;  // a token bucket in hard throttle mode
   };
   std::vector<MatchStep> steps;
   std::vector<RulePlan> plans;
-  std::span<const MatchStep> steps_of(const RulePlan& plan) const {
-    return {steps.data() + plan.first_step, plan.step_count};
+  std::vector<StepRange> override_matches;   // every rule's, in rule order
+  std::vector<StepRange> exemption_matches;  // parallel to set.exemptions
+  std::span<const MatchStep> steps_of(StepRange range) const {
+    return {steps.data() + range.first, range.count};
+  }
+  // 1 + the index of the first override of `plan` that `descriptors` match,
+  // 0 for none. Inline for the common rule without overrides.
+  [[gnu::always_inline]] std::uint8_t override_of(const RulePlan& plan,
+                                                  std::span<const Descriptor> descriptors) const {
+    if (plan.override_count == 0) return 0;
+    return first_override_matching(plan, descriptors);
+  }
+  std::uint8_t first_override_matching(const RulePlan& plan,
+                                       std::span<const Descriptor> descriptors) const {
+    for (std::uint32_t o = 0; o < plan.override_count; ++o) {
+      if (matches_all_steps(steps_of(override_matches[plan.first_override + o]), descriptors)) {
+        return static_cast<std::uint8_t>(o + 1);
+      }
+    }
+    return 0;
   }
 };
 
@@ -238,6 +263,15 @@ struct Limiter::Pending {
     return v;
   }
 };
+
+// A fresh Pending at the end of this check's keys, reusing pending_'s
+// storage (Pending is trivially destructible: constructing over it is fine).
+[[gnu::always_inline]] inline Limiter::Pending& Limiter::add_pending() {
+  if (pending_count_ == pending_.size()) pending_.emplace_back();  // grows a few times at most
+  return *std::construct_at(&pending_[pending_count_++]);
+}
+
+inline std::span<Limiter::Pending> Limiter::pending() { return {pending_.data(), pending_count_}; }
 
 // What a rule other than a hard token bucket needs while a check is decided.
 struct Limiter::AlgorithmScratch {
@@ -329,18 +363,21 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   for (std::size_t r = 0; r < next->set.rules.size(); ++r) {
     const Rule& rule = next->set.rules[r];
     CompiledRules::RulePlan& plan = next->plans.emplace_back();
-    plan.first_step = static_cast<std::uint32_t>(next->steps.size());
-    plan.step_count = static_cast<std::uint32_t>(rule.match.size());
-    for (const DescriptorMatch& m : rule.match) {
-      next->steps.push_back(
-          {m.key, m.value.kind == ValueMatchKind::kAny ? nullptr : &m.value, m.value.each});
+    plan.match = compile_steps(rule.match, next->steps);
+    plan.first_override = static_cast<std::uint32_t>(next->override_matches.size());
+    plan.override_count =
+        static_cast<std::uint32_t>(std::min<std::size_t>(rule.overrides.size(), 255));
+    for (std::uint32_t o = 0; o < plan.override_count; ++o) {
+      next->override_matches.push_back(compile_steps(rule.overrides[o].match, next->steps));
     }
     plan.fingerprint = next->fingerprints[r];
     plan.limits = next->limits[r].data();
-    plan.has_overrides = !rule.overrides.empty();
     plan.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
     plan.hard_token_bucket =
         plan.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+  }
+  for (const Exemption& exemption : next->set.exemptions) {
+    next->exemption_matches.push_back(compile_steps(exemption.match, next->steps));
   }
   compiled_ = std::move(next);
   return summary;
@@ -386,7 +423,9 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   const bool has_exemptions = !compiled.set.exemptions.empty();
   if (has_exemptions) skipped_.assign(compiled.set.rules.size() + 1, false);
   for (std::size_t e = 0; e < compiled.set.exemptions.size(); ++e) {
-    if (!matches_all(compiled.set.exemptions[e].match, input.descriptors)) continue;
+    if (!matches_all_steps(compiled.steps_of(compiled.exemption_matches[e]), input.descriptors)) {
+      continue;
+    }
     const std::vector<std::size_t>& skip = compiled.exempt_rules[e];
     if (skip.empty()) {
       out.status = CheckStatus::kExempt;
@@ -401,7 +440,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   // Gather the keys every matching rule (and the inline limit) points at.
   // Keys are written into key_scratch_, which only grows: `key_used` bytes of
   // it hold this check's keys.
-  pending_.clear();
+  pending_count_ = 0;
   std::uint32_t algorithm_scratch_used = 0;
   // Rules that build a verdict get scratch space (reused across checks).
   const auto take_scratch = [&](Pending& p) {
@@ -420,7 +459,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   bool any_skipped = false;
   for (std::size_t r = 0; r < compiled.plans.size(); ++r) {
     const CompiledRules::RulePlan& plan = compiled.plans[r];
-    const std::span<const MatchStep> steps = compiled.steps_of(plan);
+    const std::span<const MatchStep> steps = compiled.steps_of(plan.match);
     if (match_values_.size() < steps.size()) match_values_.resize(steps.size());
     if (!matches_steps(steps, input.descriptors, match_values_.data())) continue;
     if (has_exemptions && skipped_[r]) {
@@ -428,9 +467,8 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
       continue;
     }
     const Rule& rule = compiled.set.rules[r];
-    const std::uint8_t override_index =
-        plan.has_overrides ? override_of(rule, input.descriptors) : 0;
-    Pending& p = pending_.emplace_back();
+    const std::uint8_t override_index = compiled.override_of(plan, input.descriptors);
+    Pending& p = add_pending();
     p.name = rule.name;
     p.limit = &plan.limits[override_index];
     p.options = &rule.options;
@@ -444,7 +482,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
                                  key_scratch_, key_used);
   }
   if (input.inline_limit != nullptr) {
-    Pending& p = pending_.emplace_back();
+    Pending& p = add_pending();
     p.name = input.inline_limit->key;
     p.params = input.inline_limit->params;
     if (input.mode == CheckMode::kReserve) take_scratch(p);
@@ -459,7 +497,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     std::memcpy(at + kInlineKeyBytes, name.data(), name.size());
     p.key_bytes = key_used - p.key_offset;
   }
-  if (pending_.empty()) {
+  if (pending_count_ == 0) {
     out.allowed = true;
     out.status = any_skipped ? CheckStatus::kExempt : CheckStatus::kOk;
     ++(any_skipped ? stats_.exempt : stats_.unmatched);
@@ -474,11 +512,10 @@ void Limiter::prefetch(const CheckInput& input) {
   for (std::size_t r = 0; r < compiled.plans.size(); ++r) {
     const CompiledRules::RulePlan& plan = compiled.plans[r];
     if (!plan.token_bucket) continue;
-    const std::span<const MatchStep> steps = compiled.steps_of(plan);
+    const std::span<const MatchStep> steps = compiled.steps_of(plan.match);
     if (match_values_.size() < steps.size()) match_values_.resize(steps.size());
     if (!matches_steps(steps, input.descriptors, match_values_.data())) continue;
-    const std::uint8_t override_index =
-        plan.has_overrides ? override_of(compiled.set.rules[r], input.descriptors) : 0;
+    const std::uint8_t override_index = compiled.override_of(plan, input.descriptors);
     std::size_t used = 0;
     const std::size_t bytes = write_rule_key(steps, plan.fingerprint, override_index,
                                              match_values_.data(), prefetch_scratch_, used);
@@ -489,7 +526,7 @@ void Limiter::prefetch(const CheckInput& input) {
 Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
   const bool reserve = input.mode == CheckMode::kReserve;
   Tally tally;
-  for (Pending& p : pending_) {
+  for (Pending& p : pending()) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const AlgorithmOptions& options = *p.options;
     if (p.token_bucket) {
@@ -590,8 +627,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   const bool allowed = tally.allowed;
   out.allowed = allowed;
   ++(allowed ? stats_.allowed : stats_.denied);
-  out.rules.reserve(pending_.size());
-  for (Pending& p : pending_) {
+  out.rules.reserve(pending_count_);
+  for (Pending& p : pending()) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const bool charge = allowed && !peek && p.decision.charge;
     alg::Ticket ticket = alg::kNoTicket;
@@ -654,7 +691,7 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
   if (!gather(input, out)) return 0;
   std::size_t existed = 0;
   out.allowed = true;
-  for (const Pending& p : pending_) {
+  for (const Pending& p : pending()) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const bool erased = p.in_table ? table_.erase(key) : states_.erase(key);
     if (erased) ++existed;

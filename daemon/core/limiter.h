@@ -95,7 +95,7 @@ struct RuleVerdict {
   std::int64_t remaining = 0;       // whole units left, >= 0
   std::int64_t retry_after_us = 0;  // 0 allowed, -1 never
   std::int64_t reset_after_us = 0;
-  std::int64_t delay_us = 0;        // wait this long before proceeding (shaper, smooth, reserve)
+  std::int64_t delay_us = 0;           // wait this long before proceeding (shaper, smooth, reserve)
   alg::Ticket lease = alg::kNoTicket;  // concurrency: the lease to release
   // The key's bytes, valid until the next call on the Limiter; with `lease`,
   // what release_lease() takes.
@@ -105,7 +105,7 @@ struct RuleVerdict {
 struct CheckOutput {
   bool allowed = false;
   CheckStatus status = CheckStatus::kOk;
-  std::string error;  // when kInvalid
+  std::string error;          // when kInvalid
   std::int64_t delay_us = 0;  // the longest of the rules' delays, when allowed
   std::vector<RuleVerdict> rules;
   void clear() {
@@ -118,9 +118,9 @@ struct CheckOutput {
 };
 
 enum class LeaseStatus {
-  kDone,         // released (or extended)
-  kUnknown,      // no such live lease: expired, released, or never issued
-  kNotALease,    // the key is not a concurrency rule's (or its rule changed)
+  kDone,       // released (or extended)
+  kUnknown,    // no such live lease: expired, released, or never issued
+  kNotALease,  // the key is not a concurrency rule's (or its rule changed)
 };
 
 // Monotonic counters, for status and metrics.
@@ -129,17 +129,17 @@ struct LimiterStats {
   std::uint64_t allowed = 0;
   std::uint64_t denied = 0;
   std::uint64_t exempt = 0;
-  std::uint64_t unmatched = 0;        // no rule matched: allowed
+  std::uint64_t unmatched = 0;  // no rule matched: allowed
   std::uint64_t invalid = 0;
-  std::uint64_t key_table_full = 0;   // a bucket could not be made
+  std::uint64_t key_table_full = 0;  // a bucket could not be made
   std::uint64_t keys_created = 0;
   std::uint64_t keys_evicted = 0;
-  std::uint64_t clock_went_back = 0;  // `now` earlier than a bucket's time
-  std::uint64_t peeks = 0;            // checks in kPeek mode (also in allowed/denied)
-  std::uint64_t delayed = 0;          // allowed with a wait (shaper, smooth, reserve)
+  std::uint64_t clock_went_back = 0;      // `now` earlier than a bucket's time
+  std::uint64_t peeks = 0;                // checks in kPeek mode (also in allowed/denied)
+  std::uint64_t delayed = 0;              // allowed with a wait (shaper, smooth, reserve)
   std::uint64_t over_limit_admitted = 0;  // rule verdicts a throttle mode overrode
   std::uint64_t leases_released = 0;
-  std::uint64_t leases_unknown = 0;   // release/extend of no live lease
+  std::uint64_t leases_unknown = 0;  // release/extend of no live lease
   std::uint64_t keys_reset = 0;
   // Cluster.
   std::uint64_t remote_increases = 0;        // counter entries that raised what we knew
@@ -287,7 +287,12 @@ class Limiter {
   // Scratch space reused across checks, so a check does not allocate.
   struct Pending;
   struct AlgorithmScratch;
+  // Only grows, like key_scratch_: the first pending_count_ are this check's
+  // keys (a push_back per key was a call the compiler would not inline).
   std::vector<Pending> pending_;
+  std::size_t pending_count_ = 0;
+  Pending& add_pending();
+  std::span<Pending> pending();
   std::vector<AlgorithmScratch> algorithm_scratch_;
   std::string key_scratch_;
   std::string prefetch_scratch_;
