@@ -210,9 +210,9 @@ struct Limiter::CompiledRules {
 
 const AlgorithmOptions kDefaultOptions;
 
-// One key a check touches. Trivially destructible, so that the per-check
-// clear() of pending_ costs nothing: what only other algorithms need (a
-// variant that may hold a vector) lives in Limiter::AlgorithmScratch.
+// One key a check touches. Trivially destructible, so that reusing pending_
+// across checks (add_pending) costs nothing: what only other algorithms need
+// (a variant that may hold a vector) lives in Limiter::AlgorithmScratch.
 struct Limiter::Pending {
   // User-provided, so emplace_back() initializes member by member instead of
   // zeroing the whole struct first (a `rep stos` that measured a third of a
