@@ -137,6 +137,35 @@ TEST_F(LimiterTest, OverrideGivesTierItsOwnLimit) {
   EXPECT_FALSE(check(limiter, basic, 0).allowed);
 }
 
+// Overrides are matched in order, first match wins, and each rule's
+// overrides are its own (the compiled rules keep every rule's overrides in
+// one list).
+TEST_F(LimiterTest, TheFirstMatchingOverrideOfTheRightRuleWins) {
+  RuleSet rules;
+  Rule by_user = make_rule("per-user", {{"user", each()}}, 1, kUsPerSecond, 1);
+  by_user.overrides.push_back({{{"tier", exact("gold")}}, {5, kUsPerSecond, 5}});
+  by_user.overrides.push_back({{{"tier", exact("premium")}}, {10, kUsPerSecond, 10}});
+  by_user.overrides.push_back({{{"plan", exact("team")}}, {20, kUsPerSecond, 20}});
+  Rule by_route = make_rule("per-route", {{"route", each()}}, 100, kUsPerSecond, 100);
+  by_route.overrides.push_back({{{"tier", exact("premium")}}, {1000, kUsPerSecond, 1000}});
+  rules.rules.push_back(std::move(by_user));
+  rules.rules.push_back(std::move(by_route));
+  Limiter limiter({}, std::move(rules));
+
+  const Request premium_team{{"user", "dave"}, {"tier", "premium"}, {"plan", "team"}};
+  const CheckOutput out = check(limiter, premium_team, 0);
+  ASSERT_EQ(out.rules.size(), 1u);
+  EXPECT_EQ(out.rules[0].params.limit, 10);  // premium comes before team
+  const Request team{{"user", "erin"}, {"plan", "team"}};
+  EXPECT_EQ(check(limiter, team, 0).rules[0].params.limit, 20);
+  const Request routed{{"route", "/a"}, {"tier", "premium"}};
+  const CheckOutput route_out = check(limiter, routed, 0);
+  ASSERT_EQ(route_out.rules.size(), 1u);
+  EXPECT_EQ(route_out.rules[0].params.limit, 1000);  // per-route's own override
+  const Request gold_route{{"route", "/b"}, {"tier", "gold"}};
+  EXPECT_EQ(check(limiter, gold_route, 0).rules[0].params.limit, 100);  // gold is per-user's
+}
+
 TEST_F(LimiterTest, Exemptions) {
   RuleSet rules;
   rules.rules.push_back(make_rule("a", {{"user", each()}}, 0, kUsPerSecond, 0));
