@@ -53,14 +53,20 @@ bool Gcra::is_idle(const State& state, const Params& params, TimeUs now) {
   return detail::drained(state.tat_us, state.tat_frac, rate_of(params), now);
 }
 
+std::int64_t Gcra::cell_seconds(std::int64_t us) {
+  assert(us >= 0);
+  const std::int64_t whole = us / kUsPerSecond;
+  return us % kUsPerSecond >= kUsPerMs ? whole + 1 : whole;
+}
+
 Gcra::CellReply Gcra::cell_reply(const Verdict& verdict) {
   CellReply reply;
   reply.limited = verdict.allowed ? 0 : 1;
   reply.limit = verdict.limit;
   reply.remaining = verdict.remaining;
   reply.retry_after_s =
-      verdict.allowed || verdict.retry_after_us < 0 ? -1 : verdict.retry_after_us / kUsPerSecond;
-  reply.reset_after_s = verdict.reset_after_us / kUsPerSecond;
+      verdict.allowed || verdict.retry_after_us < 0 ? -1 : cell_seconds(verdict.retry_after_us);
+  reply.reset_after_s = cell_seconds(verdict.reset_after_us);
   return reply;
 }
 

@@ -40,8 +40,8 @@ struct Gcra {
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 
   // The five integers CL.THROTTLE replies with: limited (0/1), limit,
-  // remaining, retry_after (whole seconds, -1 when allowed or never), and
-  // reset_after (whole seconds). redis-cell truncates both to seconds.
+  // remaining, retry_after (seconds, -1 when allowed or never), and
+  // reset_after (seconds), both in cell_seconds.
   struct CellReply {
     std::int64_t limited = 0;
     std::int64_t limit = 0;
@@ -52,6 +52,11 @@ struct Gcra {
     friend bool operator==(const CellReply&, const CellReply&) = default;
   };
   static CellReply cell_reply(const Verdict& verdict);
+  // A wait in whole seconds as redis-cell (since 0.3.1) replies with it: a
+  // partial second of at least one millisecond counts as a whole one, so a
+  // caller never retries early; less than a millisecond is dropped, as its
+  // durations are compared in whole milliseconds. `us` >= 0.
+  static std::int64_t cell_seconds(std::int64_t us);
 };
 
 static_assert(Algorithm<Gcra>);

@@ -30,6 +30,29 @@ TEST(GcraTest, RedisCellReadmeExample) {
   EXPECT_TRUE(Gcra::evaluate(s, p, 1, kStart + 2 * kUsPerSecond).allowed);
 }
 
+// redis-cell replies with whole seconds, a partial second of a millisecond
+// or more rounded up (so a caller never retries early), less dropped.
+TEST(GcraTest, CellReplyRoundsPartialSecondsUpAsRedisCellDoes) {
+  EXPECT_EQ(Gcra::cell_seconds(0), 0);
+  EXPECT_EQ(Gcra::cell_seconds(999), 0);
+  EXPECT_EQ(Gcra::cell_seconds(1'000), 1);
+  EXPECT_EQ(Gcra::cell_seconds(200'000), 1);
+  EXPECT_EQ(Gcra::cell_seconds(kUsPerSecond), 1);
+  EXPECT_EQ(Gcra::cell_seconds(kUsPerSecond + 999), 1);
+  EXPECT_EQ(Gcra::cell_seconds(kUsPerSecond + 1'000), 2);
+  // 5 per second, burst 1 (max_burst 0): T = 200 ms. Allowed, the TAT is
+  // 200 ms ahead: reset_after 1 s (was 0); then refused for 200 ms: retry 1 s.
+  const Gcra::Params p{0, 5, kUsPerSecond};
+  Gcra::State s = Gcra::fresh(p, kStart);
+  const Verdict first = Gcra::evaluate(s, p, 1, kStart);
+  EXPECT_EQ(first.reset_after_us, 200'000);
+  EXPECT_EQ(Gcra::cell_reply(first), (Gcra::CellReply{0, 1, 0, -1, 1}));
+  Gcra::commit(s, p, 1, kStart);
+  const Verdict denied = Gcra::evaluate(s, p, 1, kStart + 50'000);
+  EXPECT_EQ(denied.retry_after_us, 150'000);
+  EXPECT_EQ(Gcra::cell_reply(denied), (Gcra::CellReply{1, 1, 0, 1, 1}));
+}
+
 // redis-cell's own table (src/cell/mod.rs, it_rate_limits): limit 5
 // (max_burst 4), one per second. Each row: offset, quantity, limited,
 // remaining, reset_after, retry_after (-1: allowed or never).
