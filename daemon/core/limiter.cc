@@ -565,11 +565,15 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     if (!p.hard_token_bucket || reserve) {
       alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
       const bool schedules = p.limit == nullptr || p.limit->schedules;
+      // Taken now, proceeding when it would have fit: the wait is until the
+      // cost fits (retry_after) or, for the rules that hand out waits, the
+      // wait the rule would hand out now (delay_us; their retry_after is only
+      // until that wait fits the bound). The bound is on the whole wait.
+      const std::int64_t wait_us = std::max(v.delay_us, v.retry_after_us);
       if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
-          (input.max_wait_us < 0 || v.retry_after_us <= input.max_wait_us)) {
-        // Taken now, proceeding when it would have fit.
+          (input.max_wait_us < 0 || wait_us <= input.max_wait_us)) {
         v.allowed = true;
-        v.delay_us = std::max(v.delay_us, v.retry_after_us);
+        v.delay_us = wait_us;
         v.retry_after_us = 0;
         v.excess = 0;
       }

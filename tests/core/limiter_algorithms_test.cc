@@ -173,6 +173,58 @@ TEST(LimiterAlgorithmsTest, ReserveOnAWindowWaitsForTheNextWindow) {
   EXPECT_EQ(alice.allowed_of(limiter, now + 750'000, 5), 1);
 }
 
+// A reserve's bound is on the whole wait: admitted at the bound and above it,
+// refused (charging nothing) just under it, for every rule that can schedule,
+// including those that hand out waits themselves (their refusal's
+// retry_after is only until the wait fits the bound, not the wait).
+TEST(LimiterAlgorithmsTest, ReserveRefusesAWaitJustOverItsBound) {
+  AlgorithmOptions shaper;
+  shaper.shaper = true;
+  AlgorithmOptions warming;
+  warming.warmup_us = kSecond;
+  const std::vector<Rule> rules = {
+      rule_of("bucket", Algorithm::kTokenBucket, 5, kSecond, 1),
+      rule_of("gcra", Algorithm::kGcra, 5, kSecond, 1),
+      rule_of("window", Algorithm::kFixedWindow, 1, kSecond, 1),
+      rule_of("shaper", Algorithm::kLeakyBucket, 5, kSecond, 5, shaper),
+      rule_of("bursty", Algorithm::kSmoothBursty, 5, kSecond, 0),
+      rule_of("warming", Algorithm::kSmoothWarmingUp, 5, kSecond, 5, warming),
+  };
+  for (const Rule& rule : rules) {
+    SCOPED_TRACE(rule.name);
+    // Limiters driven alike are alike: one tells the wait, the others are
+    // reserved against bounds around it.
+    Caller alice;
+    const auto prime = [&](Limiter& limiter) {
+      EXPECT_TRUE(alice.check(limiter, kStart).allowed);
+    };
+    Limiter probe = limiter_of({rule});
+    prime(probe);
+    const CheckOutput unbounded = alice.check(probe, kStart, 1, CheckMode::kReserve, -1);
+    ASSERT_TRUE(unbounded.allowed);
+    const std::int64_t wait_us = unbounded.delay_us;
+    ASSERT_GT(wait_us, 1);
+
+    Limiter under = limiter_of({rule});
+    prime(under);
+    const CheckOutput refused = alice.check(under, kStart, 1, CheckMode::kReserve, wait_us - 1);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.delay_us, 0);
+    EXPECT_GT(refused.rules[0].retry_after_us, 0);
+    // Nothing was charged: the same wait is still there.
+    EXPECT_EQ(alice.check(under, kStart, 1, CheckMode::kReserve, -1).delay_us, wait_us);
+
+    for (const std::int64_t bound : {wait_us, wait_us + 1}) {
+      Limiter limiter = limiter_of({rule});
+      prime(limiter);
+      const CheckOutput out = alice.check(limiter, kStart, 1, CheckMode::kReserve, bound);
+      EXPECT_TRUE(out.allowed) << "bound " << bound;
+      EXPECT_EQ(out.delay_us, wait_us) << "bound " << bound;
+      EXPECT_LE(out.delay_us, bound);
+    }
+  }
+}
+
 // A sliding log and a concurrency rule cannot schedule a request for later:
 // a reserve on them is decided now (an acquire on a concurrency rule takes a
 // lease when a slot is free), never with a delay.

@@ -106,6 +106,56 @@ TEST_F(DaemonTest, ReserveOnATokenBucketHandsOutGrowingDelays) {
   EXPECT_FALSE(c.reserve(request_of("user", "res"), std::chrono::microseconds(1)).allowed);
 }
 
+// A reserve's bound is on the whole wait, through the daemon too: for the
+// rules that hand out waits, a next permit an hour away is refused under a
+// bound a second short of it (charging nothing), and admitted under a bound
+// at the wait measured a moment earlier.
+TEST_F(DaemonTest, ReserveRefusesAWaitOverItsBoundOnEveryWaitingRule) {
+  start(R"(
+[[rule]]
+name = "bursty"
+match = { bursty = { each = true } }
+algorithm = "smooth_bursty"
+limit = 1
+period = "1h"
+burst = 0
+
+[[rule]]
+name = "warming"
+match = { warming = { each = true } }
+algorithm = "smooth_warming_up"
+limit = 1
+period = "1h"
+
+[[rule]]
+name = "shaper"
+match = { shaper = { each = true } }
+algorithm = "leaky_bucket"
+shaper = true
+limit = 1
+period = "1h"
+burst = 10
+)");
+  Client c = client();
+  using us = std::chrono::microseconds;
+  for (const std::string rule : {"bursty", "warming", "shaper"}) {
+    SCOPED_TRACE(rule);
+    ASSERT_TRUE(c.check(request_of(rule, "k")).allowed);
+    const Decision probe = c.peek(request_of(rule, "k"));
+    // A peek with no bound of its own: the rule hands out any wait.
+    ASSERT_TRUE(probe.allowed) << probe.error;
+    const std::int64_t wait_us = probe.delay_us;
+    ASSERT_GT(wait_us, 3'000'000'000);  // most of an hour
+    const Decision under = c.reserve(request_of(rule, "k"), us(wait_us - 1'000'000));
+    EXPECT_FALSE(under.allowed) << "delay " << under.delay_us;
+    EXPECT_EQ(under.delay_us, 0);
+    const Decision at = c.reserve(request_of(rule, "k"), us(wait_us));
+    ASSERT_TRUE(at.allowed) << at.error;
+    EXPECT_GT(at.delay_us, wait_us - 1'000'000);
+    EXPECT_LE(at.delay_us, wait_us);
+  }
+}
+
 TEST_F(DaemonTest, PeekConsumesNothingAndResetRefills) {
   start(kRules);
   Client c = client();
