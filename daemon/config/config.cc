@@ -133,7 +133,7 @@ constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
     "algorithm",   "override",     "shaper",      "max_delay",     "max_entries",
     "warmup",      "cold_factor",  "lease_ttl",   "local",         "mode",
-    "soft_percent", "elastic_threshold_percent"};
+    "soft_percent", "elastic_threshold_percent", "start"};
 constexpr std::string_view kThrottleModes[] = {"hard", "soft", "shadow", "elastic"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
 constexpr std::string_view kExemptKeys[] = {"match", "rules"};
@@ -1100,6 +1100,17 @@ class Loader {
       if (auto n = read_integer(*node, prefix + "cold_factor",
                                 IntRange{1, core::alg::SmoothWarmingUp::kMaxColdFactor})) {
         options.cold_factor = *n;
+      }
+    }
+    if (const toml::node* node =
+            only_for("start", algorithm == Algorithm::kSmoothBursty, "smooth_bursty")) {
+      if (const auto* start = expect<std::string>(*node, prefix + "start")) {
+        if (start->get() == "empty") {
+          options.start_empty = true;
+        } else if (start->get() != "full") {
+          error(*node, prefix + "unknown start " + quote(start->get()) +
+                           " (supported: full, empty)");
+        }
       }
     }
     const bool concurrency = algorithm == Algorithm::kConcurrency;

@@ -70,6 +70,7 @@ std::string AlgorithmOptions::describe() const {
   if (max_entries != defaults.max_entries) add("max_entries=" + std::to_string(max_entries));
   if (warmup_us != defaults.warmup_us) add("warmup=" + std::to_string(warmup_us) + "us");
   if (cold_factor != defaults.cold_factor) add("cold_factor=" + std::to_string(cold_factor));
+  if (start_empty) add("start=empty");
   if (lease_ttl_us != defaults.lease_ttl_us) add("lease_ttl=" + std::to_string(lease_ttl_us) + "us");
   if (local) add("local");
   if (throttle.mode != algorithms::ThrottleMode::kHard) {

@@ -77,6 +77,9 @@ struct AlgorithmOptions {
   std::int64_t max_entries = 0;    // sliding_log: log bound per key; 0: the limit (capped)
   std::int64_t warmup_us = 0;      // smooth_warming_up
   std::int64_t cold_factor = 3;    // smooth_warming_up
+  // smooth_bursty: a new key stores nothing (Guava's RateLimiter.create());
+  // by default it holds its whole burst, as a key never seen before should.
+  bool start_empty = false;
   std::int64_t lease_ttl_us = 0;   // concurrency: a lease not released expires after this
   // Per node only: consumption is neither sent to nor taken from peers. The
   // only way a concurrency rule runs in cluster mode (in-flight counts cannot

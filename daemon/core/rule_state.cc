@@ -133,7 +133,8 @@ std::optional<AlgorithmParams> make_algorithm_params(Algorithm algorithm,
       const alg::SmoothBursty::Params p{.permits = bucket.limit,
                                         .period_us = bucket.period_us,
                                         .max_burst_us = static_cast<std::int64_t>(burst_us),
-                                        .max_wait_us = options.max_delay_us};
+                                        .max_wait_us = options.max_delay_us,
+                                        .start_empty = options.start_empty};
       why = alg::SmoothBursty::validate(p);
       params = p;
       break;

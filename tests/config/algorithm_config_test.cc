@@ -52,6 +52,11 @@ TEST(AlgorithmConfigTest, EveryAlgorithmLoadsWithItsOptions) {
   EXPECT_EQ(r.algorithm, core::Algorithm::kGcra);
   r = only_rule("period = \"1s\"\nalgorithm = \"smooth_bursty\"\nburst = 10\nmax_delay = \"0s\"\n");
   EXPECT_EQ(r.options.max_delay_us, 0);
+  EXPECT_FALSE(r.options.start_empty);
+  r = only_rule("period = \"1s\"\nalgorithm = \"smooth_bursty\"\nstart = \"empty\"\n");
+  EXPECT_TRUE(r.options.start_empty);
+  r = only_rule("period = \"1s\"\nalgorithm = \"smooth_bursty\"\nstart = \"full\"\n");
+  EXPECT_FALSE(r.options.start_empty);
   r = only_rule("period = \"1s\"\nalgorithm = \"smooth_warming_up\"\nwarmup = \"4s\"\n"
                 "cold_factor = 5\n");
   EXPECT_EQ(r.options.warmup_us, 4 * kSecondUs);
@@ -81,6 +86,12 @@ TEST(AlgorithmConfigTest, OptionsAreChangesOfDefinition) {
   EXPECT_TRUE(a.same_definition(a));
   EXPECT_FALSE(a.same_definition(b));
   EXPECT_FALSE(a.same_definition(c));
+  // A new starting state is a new definition: keys made under the old one
+  // started otherwise.
+  const core::Rule full = only_rule("period = \"1s\"\nalgorithm = \"smooth_bursty\"\n");
+  const core::Rule empty =
+      only_rule("period = \"1s\"\nalgorithm = \"smooth_bursty\"\nstart = \"empty\"\n");
+  EXPECT_FALSE(full.same_definition(empty));
 }
 
 TEST(AlgorithmConfigErrorTest, OptionsThatDoNotApplyAreLocated) {
@@ -94,6 +105,10 @@ TEST(AlgorithmConfigErrorTest, OptionsThatDoNotApplyAreLocated) {
             "with shaper = true, smooth_bursty, smooth_warming_up)");
   EXPECT_EQ(error_of("period = \"1s\"\nwarmup = \"1s\"\n"),
             "6:10: rule \"r\": warmup does not apply to token_bucket (only to smooth_warming_up)");
+  EXPECT_EQ(error_of("period = \"1s\"\nalgorithm = \"gcra\"\nstart = \"empty\"\n"),
+            "7:9: rule \"r\": start does not apply to gcra (only to smooth_bursty)");
+  EXPECT_EQ(error_of("period = \"1s\"\nalgorithm = \"smooth_bursty\"\nstart = \"half\"\n"),
+            "7:9: rule \"r\": unknown start \"half\" (supported: full, empty)");
   EXPECT_EQ(error_of("period = \"1s\"\nsoft_percent = 5\n"),
             "6:16: rule \"r\": soft_percent applies only with mode = \"soft\"");
   EXPECT_EQ(error_of("period = \"1s\"\nmode = \"loose\"\n"),

@@ -225,6 +225,22 @@ TEST(LimiterAlgorithmsTest, ReserveRefusesAWaitJustOverItsBound) {
   }
 }
 
+// smooth_bursty's starting state, per rule: a new key holds its burst (5 at
+// once, the 6th paid by the next caller) or, with start = "empty", nothing
+// (Guava's create(): the second waits an interval).
+TEST(LimiterAlgorithmsTest, SmoothBurstyStartsFullOrEmptyAsTheRuleSays) {
+  AlgorithmOptions try_now;
+  try_now.max_delay_us = 0;
+  AlgorithmOptions empty = try_now;
+  empty.start_empty = true;
+  Caller alice;
+  Limiter full = limiter_of({rule_of("r", Algorithm::kSmoothBursty, 5, kSecond, 5, try_now)});
+  EXPECT_EQ(alice.allowed_of(full, kStart, 20), 6);
+  Limiter guava = limiter_of({rule_of("r", Algorithm::kSmoothBursty, 5, kSecond, 5, empty)});
+  EXPECT_EQ(alice.allowed_of(guava, kStart, 20), 1);
+  EXPECT_EQ(alice.check(guava, kStart, 1, CheckMode::kPeek, kSecond).delay_us, 200'000);
+}
+
 // A sliding log and a concurrency rule cannot schedule a request for later:
 // a reserve on them is decided now (an acquire on a concurrency rule takes a
 // lease when a slot is free), never with a delay.

@@ -41,6 +41,7 @@ detail::SmoothShape SmoothBursty::shape(const Params& params) {
 
 SmoothBursty::State SmoothBursty::fresh(const Params& params, TimeUs now) {
   assert(validate(params) == nullptr);
+  if (params.start_empty) return empty(params, now);
   return State{static_cast<std::int64_t>(shape(params).max_units), now, 0};
 }
 

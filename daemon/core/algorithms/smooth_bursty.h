@@ -11,9 +11,11 @@
 // cost (Guava's canAcquire). To give one request a timeout, copy the params
 // and set max_wait_us.
 //
-// One difference from Guava: a fresh state is idle since forever, so it holds
-// the full burst (as a key never seen before should); Guava's
-// RateLimiter.create() starts empty. empty() gives Guava's starting state.
+// A fresh state is idle since forever, so it holds the full burst (as a key
+// never seen before should), unless start_empty: then it starts with nothing
+// stored, as Guava's RateLimiter.create() does (empty() is that state). Either
+// way a key is idle once its burst is stored again, so a key forgotten after
+// idling starts as a new one when it returns.
 // Exact: stored permits count in 1/period_us of a permit and time in
 // 1/permits of a microsecond.
 #pragma once
@@ -31,6 +33,7 @@ struct SmoothBursty {
     std::int64_t period_us = kUsPerSecond;     // > 0
     std::int64_t max_burst_us = kUsPerSecond;  // Guava's maxBurstSeconds, >= 0
     std::int64_t max_wait_us = -1;             // -1: acquire (wait as needed); else try_acquire
+    bool start_empty = false;                  // fresh() stores nothing (Guava's create())
 
     friend bool operator==(const Params&, const Params&) = default;
   };
@@ -43,7 +46,7 @@ struct SmoothBursty {
   }
 
   static const char* validate(const Params& params);
-  // Idle since forever: the burst is stored.
+  // Idle since forever (the burst is stored), or empty() with start_empty.
   static State fresh(const Params& params, TimeUs now);
   // Guava's RateLimiter.create(): nothing stored yet.
   static State empty(const Params& params, TimeUs now);

@@ -194,6 +194,24 @@ TEST(SmoothBurstyTest, NeverABurstOfMoreThanOneSecond) {
   }
 }
 
+// start_empty: fresh() is Guava's create() (nothing stored: the second
+// permit waits an interval); by default a fresh key holds its burst.
+TEST(SmoothBurstyTest, StartEmptyIsGuavasStartingState) {
+  SmoothBursty::Params p;
+  p.permits = 5;
+  const TimeUs now = 1'000 * kUsPerSecond;
+  EXPECT_EQ(SmoothBursty::fresh(p, now).stored, SmoothBursty::shape(p).max_units);
+  p.start_empty = true;
+  SmoothBursty::State s = SmoothBursty::fresh(p, now);
+  EXPECT_EQ(s.stored, SmoothBursty::empty(p, now).stored);
+  EXPECT_EQ(SmoothBursty::evaluate(s, p, 1, now).delay_us, 0);
+  SmoothBursty::commit(s, p, 1, now);
+  EXPECT_EQ(SmoothBursty::evaluate(s, p, 1, now).delay_us, 200'000);
+  EXPECT_FALSE(SmoothBursty::is_idle(s, p, now));
+  // Idle once the burst is stored again (a second at 5/s, after the wait).
+  EXPECT_TRUE(SmoothBursty::is_idle(s, p, now + 1'200'000));
+}
+
 TEST(SmoothWarmingUpTest, GuavaWarmUp) {
   auto limiter = create(2, 4000, 3);
   // Exact: 1.375 s, 1.125 s, 0.875 s, 0.625 s along the ramp, then 0.5 s.
