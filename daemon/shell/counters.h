@@ -40,6 +40,7 @@ struct ShellCounters {
   std::uint64_t truncated_frames = 0;     // peer closed mid-frame
   std::uint64_t session_failures = 0;     // a session ended by an exception
   std::uint64_t leases_malformed = 0;     // lease tokens that did not decode
+  std::uint64_t leases_forged = 0;        // well-formed tokens this process did not issue
   std::uint64_t resets_refused = 0;       // allow_reset = false: Error NOT_ALLOWED
   // Housekeeping.
   std::uint64_t sweeps = 0;
@@ -60,7 +61,7 @@ struct ShellCounters {
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 35 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 36 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -89,6 +90,7 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("truncated_frames"), c.truncated_frames);
   f(std::string_view("session_failures"), c.session_failures);
   f(std::string_view("leases_malformed"), c.leases_malformed);
+  f(std::string_view("leases_forged"), c.leases_forged);
   f(std::string_view("resets_refused"), c.resets_refused);
   f(std::string_view("sweeps"), c.sweeps);
   f(std::string_view("reloads"), c.reloads);

@@ -55,24 +55,14 @@ v1::ReleaseResponse::Status to_proto(core::LeaseStatus status) {
 
 }  // namespace
 
-void append_lease_token(std::string& out, std::string_view key, std::uint64_t id) {
-  out.append(key);
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>(id >> shift));
-}
-
-bool decode_lease_token(std::string_view token, std::string_view& key, std::uint64_t& id) {
-  if (token.size() <= kLeaseIdBytes) return false;
-  key = token.substr(0, token.size() - kLeaseIdBytes);
-  id = 0;
-  for (std::size_t i = key.size(); i < token.size(); ++i) {
-    id = (id << 8) | static_cast<unsigned char>(token[i]);
-  }
-  return true;
-}
-
 Dispatcher::Dispatcher(core::Limiter& limiter, const config::DaemonSettings& settings,
-                       ShellCounters& counters, const StatusContext& status)
-    : limiter_(limiter), settings_(settings), counters_(counters), status_(status) {}
+                       ShellCounters& counters, const StatusContext& status,
+                       LeaseTokens& lease_tokens)
+    : limiter_(limiter),
+      settings_(settings),
+      counters_(counters),
+      status_(status),
+      lease_tokens_(lease_tokens) {}
 
 Dispatcher::~Dispatcher() = default;
 
@@ -224,10 +214,18 @@ Outcome Dispatcher::handle_release(const v1::ReleaseRequest& body, core::TimeUs 
   for (const std::string& token : body.leases()) {
     std::string_view key;
     std::uint64_t id = 0;
-    if (!decode_lease_token(token, key, id)) {
-      ++counters_.leases_malformed;
-      out->add_statuses(v1::ReleaseResponse::MALFORMED_LEASE);
-      continue;
+    switch (lease_tokens_.decode(token, key, id)) {
+      case LeaseTokens::Decoded::kOk:
+        break;
+      case LeaseTokens::Decoded::kMalformed:
+        ++counters_.leases_malformed;
+        out->add_statuses(v1::ReleaseResponse::MALFORMED_LEASE);
+        continue;
+      case LeaseTokens::Decoded::kForged:
+        // Answered as a lease never issued, which it is.
+        ++counters_.leases_forged;
+        out->add_statuses(v1::ReleaseResponse::UNKNOWN_LEASE);
+        continue;
     }
     out->add_statuses(to_proto(limiter_.release_lease(key, id, body.extend(), now)));
   }
@@ -370,20 +368,20 @@ void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
 }
 
 void Dispatcher::make_lease_tokens() {
-  lease_tokens_.clear();
+  lease_token_bytes_.clear();
   leases_.assign(output_.rules.size(), std::string_view());
   // Tokens are written first and viewed after, as the buffer may move.
   for (const core::RuleVerdict& verdict : output_.rules) {
     if (verdict.lease != core::alg::kNoTicket) {
-      append_lease_token(lease_tokens_, verdict.key, verdict.lease);
+      lease_tokens_.append(lease_token_bytes_, verdict.key, verdict.lease);
     }
   }
   std::size_t at = 0;
   for (std::size_t i = 0; i < output_.rules.size(); ++i) {
     const core::RuleVerdict& verdict = output_.rules[i];
     if (verdict.lease == core::alg::kNoTicket) continue;
-    const std::size_t bytes = verdict.key.size() + kLeaseIdBytes;
-    leases_[i] = std::string_view(lease_tokens_).substr(at, bytes);
+    const std::size_t bytes = LeaseTokens::token_bytes(verdict.key.size());
+    leases_[i] = std::string_view(lease_token_bytes_).substr(at, bytes);
     at += bytes;
   }
 }

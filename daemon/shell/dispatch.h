@@ -15,6 +15,7 @@
 #include "core/limiter.h"
 #include "core/time.h"
 #include "shell/counters.h"
+#include "shell/lease_token.h"
 #include "shell/status.h"
 #include "wire/check_codec.h"
 
@@ -31,14 +32,6 @@ class ResetRequest;
 
 namespace rlimit::shell {
 
-// A concurrency lease as the client holds it (RuleResult.lease): the key's
-// bytes followed by the lease id, 8 bytes big-endian, so a release needs
-// nothing else.
-inline constexpr std::size_t kLeaseIdBytes = 8;
-void append_lease_token(std::string& out, std::string_view key, std::uint64_t id);
-// False when `token` cannot be one (no key before the id).
-bool decode_lease_token(std::string_view token, std::string_view& key, std::uint64_t& id);
-
 class Dispatcher {
  public:
   // What the session does once the response is sent.
@@ -50,7 +43,7 @@ class Dispatcher {
   // Every argument must outlive the Dispatcher. `settings` is read on each
   // call, so bounds changed by a reload apply at once.
   Dispatcher(core::Limiter& limiter, const config::DaemonSettings& settings,
-             ShellCounters& counters, const StatusContext& status);
+             ShellCounters& counters, const StatusContext& status, LeaseTokens& lease_tokens);
   ~Dispatcher();
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -125,6 +118,7 @@ class Dispatcher {
   const config::DaemonSettings& settings_;
   ShellCounters& counters_;
   const StatusContext& status_;
+  LeaseTokens& lease_tokens_;
 
   // Scratch reused across checks so the hot path does not allocate.
   std::vector<core::Descriptor> descriptors_;
@@ -135,7 +129,7 @@ class Dispatcher {
   wire::CheckRequestView request_view_;
   wire::CheckResponseWriter writer_;
   std::vector<wire::RuleResultView> rule_views_;
-  std::string lease_tokens_;               // every token of output_, back to back
+  std::string lease_token_bytes_;          // every token of output_, back to back
   std::vector<std::string_view> leases_;   // one per output_.rules entry
 };
 

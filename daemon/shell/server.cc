@@ -64,7 +64,8 @@ class Server {
                 .config_source = std::move(options.config.source),
                 .started_us = steady_now_us()},
         limiter_(settings_.limiter, std::move(options.config.rules)),
-        dispatcher_(limiter_, settings_, counters_, status_),
+        lease_tokens_(LeaseTokens::with_random_secret()),
+        dispatcher_(limiter_, settings_, counters_, status_, lease_tokens_),
         acceptor_(io),
         sweep_timer_(io),
         grace_timer_(io),
@@ -110,6 +111,7 @@ class Server {
   LoadMeter load_meter_;
   StatusContext status_;
   core::Limiter limiter_;
+  LeaseTokens lease_tokens_;
   Dispatcher dispatcher_;
 
   Protocol::acceptor acceptor_;

@@ -39,7 +39,7 @@ class DispatchTest : public ::testing::Test {
  protected:
   DispatchTest()
       : limiter_(core::LimiterOptions{}, per_user_rules(5, 5)),
-        dispatcher_(limiter_, settings_, counters_, status_) {
+        dispatcher_(limiter_, settings_, counters_, status_, lease_tokens_) {
     status_.node_id = "node-a";
     status_.config_source = "test.toml";
     status_.started_us = 0;
@@ -69,6 +69,7 @@ class DispatchTest : public ::testing::Test {
   ShellCounters counters_;
   StatusContext status_;
   core::Limiter limiter_;
+  LeaseTokens lease_tokens_{"a lease secret for tests"};
   Dispatcher dispatcher_;
   v1::Response response_;
 };
@@ -487,7 +488,7 @@ class AlgorithmDispatchTest : public ::testing::Test {
 
   AlgorithmDispatchTest()
       : limiter_(core::LimiterOptions{}, rules()),
-        dispatcher_(limiter_, settings_, counters_, status_) {}
+        dispatcher_(limiter_, settings_, counters_, status_, lease_tokens_) {}
 
   static v1::Request check_of(std::string key, std::string value,
                               v1::Check::Mode mode = v1::Check::CHECK,
@@ -542,6 +543,7 @@ class AlgorithmDispatchTest : public ::testing::Test {
   ShellCounters counters_;
   StatusContext status_;
   core::Limiter limiter_;
+  LeaseTokens lease_tokens_{"a lease secret for tests"};
   Dispatcher dispatcher_;
   v1::Response response_;
 };
@@ -552,14 +554,15 @@ TEST_F(AlgorithmDispatchTest, ConcurrencyLeaseIsATokenThatReleases) {
   ASSERT_EQ(first.rules_size(), 1);
   EXPECT_EQ(first.rules(0).algorithm(), "concurrency");
   const std::string lease = first.rules(0).lease();
-  ASSERT_GT(lease.size(), kLeaseIdBytes);
-  // The token is the key and the id: decoding gives back what the core made.
+  ASSERT_GT(lease.size(), LeaseTokens::kIdBytes + LeaseTokens::kTagBytes);
+  // The token is the key, the id and a tag: decoding gives back what the
+  // core made.
   std::string_view key;
   std::uint64_t id = 0;
-  ASSERT_TRUE(decode_lease_token(lease, key, id));
+  ASSERT_EQ(lease_tokens_.decode(lease, key, id), LeaseTokens::Decoded::kOk);
   EXPECT_NE(id, 0u);
   std::string again;
-  append_lease_token(again, key, id);
+  lease_tokens_.append(again, key, id);
   EXPECT_EQ(again, lease);
 
   EXPECT_FALSE(result_of(check_of("job", "build")).allowed());  // the one slot is taken
@@ -578,26 +581,26 @@ TEST_F(AlgorithmDispatchTest, ConcurrencyLeaseIsATokenThatReleases) {
 TEST_F(AlgorithmDispatchTest, EveryLeaseGetsAClearStatusAndBadTokensNeverCrash) {
   const std::string lease = result_of(check_of("job", "a")).rules(0).lease();
   const std::string bucket_key_token = [&] {
-    // A token bucket's key with an id: a well-formed token naming no lease.
+    // A token bucket's key, signed: a genuine token naming no lease.
     const v1::CheckResult r = result_of(check_of("user", "bob"));
     EXPECT_TRUE(r.rules(0).lease().empty());
-    return std::string(40, 'k') + std::string(8, '\1');
+    std::string token;
+    lease_tokens_.append(token, std::string(40, 'k'), 1);
+    return token;
   }();
-  std::string wrong_id = lease;
-  wrong_id.back() = static_cast<char>(wrong_id.back() ^ 0x5a);
   const v1::ReleaseResponse answer =
-      release({"", "short", std::string(8, '\0'), bucket_key_token, wrong_id, lease, lease,
+      release({"", "short", std::string(24, '\0'), bucket_key_token, lease, lease,
                std::string(5000, '\xff')});
-  ASSERT_EQ(answer.statuses_size(), 8);
+  ASSERT_EQ(answer.statuses_size(), 7);
   EXPECT_EQ(answer.statuses(0), v1::ReleaseResponse::MALFORMED_LEASE);
   EXPECT_EQ(answer.statuses(1), v1::ReleaseResponse::MALFORMED_LEASE);
-  EXPECT_EQ(answer.statuses(2), v1::ReleaseResponse::MALFORMED_LEASE);  // an id, no key
+  EXPECT_EQ(answer.statuses(2), v1::ReleaseResponse::MALFORMED_LEASE);  // id and tag, no key
   EXPECT_EQ(answer.statuses(3), v1::ReleaseResponse::NOT_A_LEASE);
-  EXPECT_EQ(answer.statuses(4), v1::ReleaseResponse::UNKNOWN_LEASE);
-  EXPECT_EQ(answer.statuses(5), v1::ReleaseResponse::DONE);
-  EXPECT_EQ(answer.statuses(6), v1::ReleaseResponse::UNKNOWN_LEASE);  // released already
-  EXPECT_EQ(answer.statuses(7), v1::ReleaseResponse::NOT_A_LEASE);
+  EXPECT_EQ(answer.statuses(4), v1::ReleaseResponse::DONE);
+  EXPECT_EQ(answer.statuses(5), v1::ReleaseResponse::UNKNOWN_LEASE);  // released already
+  EXPECT_EQ(answer.statuses(6), v1::ReleaseResponse::UNKNOWN_LEASE);  // forged
   EXPECT_EQ(counters_.leases_malformed, 3u);
+  EXPECT_EQ(counters_.leases_forged, 1u);
 
   // Extend restarts the TTL: a lease extended at 9 s outlives the first 10 s.
   const std::string held = result_of(check_of("job", "b")).rules(0).lease();
@@ -618,6 +621,57 @@ TEST_F(AlgorithmDispatchTest, EveryLeaseGetsAClearStatusAndBadTokensNeverCrash) 
   EXPECT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS);
 }
 
+
+// A lease token cannot be forged: another client who knows the key (it is in
+// every token of the key) and guesses, alters or predicts the id, or signs
+// with another secret, releases nothing, and the holder's lease stays held.
+// A replayed token releases nothing either: release is idempotent.
+TEST_F(AlgorithmDispatchTest, ForgedAndReplayedLeaseTokensReleaseNothing) {
+  const std::string lease = result_of(check_of("job", "forge")).rules(0).lease();
+  std::string_view key;
+  std::uint64_t id = 0;
+  ASSERT_EQ(lease_tokens_.decode(lease, key, id), LeaseTokens::Decoded::kOk);
+  const std::string key_bytes(key);
+  // The id the next lease would get, and the ones nearby, unsigned.
+  std::vector<std::string> forged;
+  for (std::uint64_t guess : {id, id + 1, id - 1}) {
+    std::string token = key_bytes;
+    for (int shift = 56; shift >= 0; shift -= 8) token.push_back(static_cast<char>(guess >> shift));
+    token.append(LeaseTokens::kTagBytes, '\0');
+    forged.push_back(token);
+  }
+  // Signed under another daemon's secret.
+  LeaseTokens other("another daemon's secret");
+  std::string foreign;
+  other.append(foreign, key_bytes, id);
+  forged.push_back(foreign);
+  // One bit of the id or of the tag flipped.
+  for (std::size_t at : {key_bytes.size() + 7, lease.size() - 1}) {
+    std::string flipped = lease;
+    flipped[at] = static_cast<char>(flipped[at] ^ 1);
+    forged.push_back(flipped);
+  }
+  const v1::ReleaseResponse refused = release(forged);
+  ASSERT_EQ(refused.statuses_size(), static_cast<int>(forged.size()));
+  for (int i = 0; i < refused.statuses_size(); ++i) {
+    EXPECT_EQ(refused.statuses(i), v1::ReleaseResponse::UNKNOWN_LEASE) << i;
+  }
+  EXPECT_EQ(counters_.leases_forged, forged.size());
+  EXPECT_EQ(limiter_.stats().leases_released, 0u);
+  EXPECT_FALSE(result_of(check_of("job", "forge")).allowed());  // still held
+  // Extending with a forged token does nothing either.
+  EXPECT_EQ(release({forged[0]}, /*extend=*/true).statuses(0), v1::ReleaseResponse::UNKNOWN_LEASE);
+
+  // The holder's own token releases once; replayed, it releases nothing
+  // (not even a later lease of the same key).
+  EXPECT_EQ(release({lease}).statuses(0), v1::ReleaseResponse::DONE);
+  const std::string next = result_of(check_of("job", "forge")).rules(0).lease();
+  ASSERT_FALSE(next.empty());
+  EXPECT_NE(next, lease);
+  EXPECT_EQ(release({lease}).statuses(0), v1::ReleaseResponse::UNKNOWN_LEASE);
+  EXPECT_FALSE(result_of(check_of("job", "forge")).allowed());  // next is still held
+  EXPECT_EQ(release({next}).statuses(0), v1::ReleaseResponse::DONE);
+}
 TEST_F(AlgorithmDispatchTest, ShaperDelaysAreReportedPerRuleAndPerCheck) {
   std::vector<std::int64_t> delays;
   for (int i = 0; i < 4; ++i) {
@@ -732,7 +786,7 @@ class FastPathTest : public ::testing::Test {
   struct Side {
     explicit Side(const config::DaemonSettings& settings, const StatusContext& status)
         : limiter(core::LimiterOptions{}, rules()),
-          dispatcher(limiter, settings, counters, status) {}
+          dispatcher(limiter, settings, counters, status, lease_tokens) {}
     // per-user, and a concurrency rule on the same descriptor (leases).
     static core::RuleSet rules() {
       core::RuleSet set = per_user_rules(3, 3);
@@ -746,6 +800,8 @@ class FastPathTest : public ::testing::Test {
     }
     ShellCounters counters;
     core::Limiter limiter;
+    // One secret on both sides: their tokens are alike.
+    LeaseTokens lease_tokens{"a lease secret for tests"};
     Dispatcher dispatcher;
     v1::Request request;
     v1::Response response;
