@@ -21,7 +21,7 @@ namespace {
 // their parameters in the key, so two services asking for the same key with
 // different limits get different buckets, and any node can rebuild the
 // parameters from the key alone.
-constexpr std::size_t kKeyHeaderBytes = 9;
+constexpr std::size_t kKeyHeaderBytes = kRuleKeyHeaderBytes;
 constexpr std::uint64_t kInlineFingerprint = 0;
 constexpr std::size_t kInlineKeyBytes = kKeyHeaderBytes + 24;
 // Buckets visited, at most, to make room when a new key meets a full table.
@@ -187,6 +187,7 @@ struct Limiter::CompiledRules {
   std::vector<RulePlan> plans;
   std::vector<StepRange> override_matches;   // every rule's, in rule order
   std::vector<StepRange> exemption_matches;  // parallel to set.exemptions
+  RuleSetBounds bounds;
   std::span<const MatchStep> steps_of(StepRange range) const {
     return {steps.data() + range.first, range.count};
   }
@@ -302,6 +303,8 @@ Limiter::~Limiter() = default;
 
 const RuleSet& Limiter::rules() const { return compiled_->set; }
 
+const RuleSetBounds& Limiter::rule_bounds() const { return compiled_->bounds; }
+
 void Limiter::set_max_keys(std::size_t max_keys) {
   options_.max_keys = max_keys;
   table_.set_max_keys(max_keys);
@@ -375,6 +378,10 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     plan.token_bucket = rule.algorithm == Algorithm::kTokenBucket;
     plan.hard_token_bucket =
         plan.token_bucket && rule.options.throttle.mode == alg::ThrottleMode::kHard;
+    RuleSetBounds& bounds = next->bounds;
+    ++bounds.rules;
+    bounds.max_name_bytes = std::max(bounds.max_name_bytes, rule.name.size());
+    bounds.concurrency = bounds.concurrency || rule.algorithm == Algorithm::kConcurrency;
   }
   for (const Exemption& exemption : next->set.exemptions) {
     next->exemption_matches.push_back(compile_steps(exemption.match, next->steps));
@@ -383,13 +390,14 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   return summary;
 }
 
+template <bool kCounted>
 bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   const CompiledRules& compiled = *compiled_;
   auto invalid = [&](std::string message) {
     out.status = CheckStatus::kInvalid;
     out.allowed = false;
     out.error = std::move(message);
-    ++stats_.invalid;
+    if constexpr (kCounted) ++stats_.invalid;
     return false;
   };
   if (input.cost < 0 || input.cost > kMaxTokens) {
@@ -430,8 +438,10 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     if (skip.empty()) {
       out.status = CheckStatus::kExempt;
       out.allowed = true;
-      ++stats_.exempt;
-      ++stats_.allowed;
+      if constexpr (kCounted) {
+        ++stats_.exempt;
+        ++stats_.allowed;
+      }
       return false;
     }
     for (std::size_t r : skip) skipped_[r] = true;
@@ -500,11 +510,30 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
   if (pending_count_ == 0) {
     out.allowed = true;
     out.status = any_skipped ? CheckStatus::kExempt : CheckStatus::kOk;
-    ++(any_skipped ? stats_.exempt : stats_.unmatched);
-    ++stats_.allowed;
+    if constexpr (kCounted) {
+      ++(any_skipped ? stats_.exempt : stats_.unmatched);
+      ++stats_.allowed;
+    }
     return false;
   }
   return true;
+}
+
+void Limiter::shape(const CheckInput& input, CheckShape& shape) {
+  shape = CheckShape{};
+  shape_scratch_.clear();
+  if (!gather</*kCounted=*/false>(input, shape_scratch_)) {
+    shape.error_bytes = shape_scratch_.error.size();
+    return;
+  }
+  for (const Pending& p : pending()) {
+    ++shape.verdicts;
+    shape.name_bytes += p.name.size();
+    if (p.limit != nullptr && p.limit->algorithm == Algorithm::kConcurrency) {
+      ++shape.leases;
+      shape.lease_key_bytes += p.key_bytes;
+    }
+  }
 }
 
 void Limiter::prefetch(const CheckInput& input) {
@@ -593,7 +622,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   out.clear();
   ++stats_.checks;
   if (input.mode == CheckMode::kPeek) ++stats_.peeks;
-  if (!gather(input, out)) return;
+  if (!gather</*kCounted=*/true>(input, out)) return;
 
   // Decide: every key must admit `cost`. Refill and evaluate are idempotent
   // at one `now`, so deciding twice (after making room) changes nothing.
@@ -692,7 +721,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
 
 std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
   out.clear();
-  if (!gather(input, out)) return 0;
+  if (!gather</*kCounted=*/true>(input, out)) return 0;
   std::size_t existed = 0;
   out.allowed = true;
   for (const Pending& p : pending()) {

@@ -117,6 +117,27 @@ struct CheckOutput {
   }
 };
 
+// What a check's answer would hold, without deciding it (Limiter::shape):
+// enough to bound the answer's size before anything is charged.
+struct CheckShape {
+  std::size_t error_bytes = 0;      // the check is invalid: its error's length
+  std::size_t verdicts = 0;         // rules matched (and the inline limit)
+  std::size_t name_bytes = 0;       // the verdicts' names, summed
+  std::size_t leases = 0;           // verdicts that may carry a lease (concurrency)
+  std::size_t lease_key_bytes = 0;  // those verdicts' keys, summed
+};
+
+// A rule's key: this header (fingerprint, override) followed by 4 + value
+// bytes per descriptor the rule keys on.
+inline constexpr std::size_t kRuleKeyHeaderBytes = 9;
+
+// Facts of the installed rules that bound any check's answer.
+struct RuleSetBounds {
+  std::size_t rules = 0;           // a check matches at most these (and its inline limit)
+  std::size_t max_name_bytes = 0;  // the longest rule name
+  bool concurrency = false;        // some rule hands out leases
+};
+
 enum class LeaseStatus {
   kDone,       // released (or extended)
   kUnknown,    // no such live lease: expired, released, or never issued
@@ -179,6 +200,11 @@ class Limiter {
   // coming one after another. Changes nothing observable.
   void prefetch(const CheckInput& input);
 
+  // What check() would answer for `input` holds at most (see CheckShape),
+  // found without deciding: changes no key and counts nothing. Invalidates
+  // the views of the last check's output, as check() does.
+  void shape(const CheckInput& input, CheckShape& out);
+
   // Forgets the state of every key the check would touch (as if never used);
   // `out.rules` names them (remaining etc. unset). The ledger's counters are
   // kept, so in a cluster only this node's state is reset. Returns the number
@@ -236,6 +262,7 @@ class Limiter {
   }
 
   const RuleSet& rules() const;
+  const RuleSetBounds& rule_bounds() const;
   const LimiterStats& stats() const { return stats_; }
   std::size_t key_count() const { return total_keys(); }
   const LimiterOptions& options() const { return options_; }
@@ -269,6 +296,9 @@ class Limiter {
   std::optional<CompiledLimit> limit_for_key(std::string_view key) const;
   // Validates the check, applies exemptions and fills pending_ with the
   // keys the check touches. False when `out` is already the answer.
+  // kCounted: count what it decides (exempt, unmatched, invalid) in stats_;
+  // shape() counts nothing.
+  template <bool kCounted>
   bool gather(const CheckInput& input, CheckOutput& out);
   // What deciding every pending_ key at `now` found: refills, evaluates and
   // fills each one's decision (and verdict), charging nothing.
@@ -295,6 +325,7 @@ class Limiter {
   std::span<Pending> pending();
   std::vector<AlgorithmScratch> algorithm_scratch_;
   std::string key_scratch_;
+  CheckOutput shape_scratch_;
   std::string prefetch_scratch_;
   std::vector<std::string_view> match_values_;
   std::vector<bool> skipped_;

@@ -38,6 +38,23 @@ std::string too_big(std::string_view what, std::uint64_t value, std::int64_t max
          std::to_string(max);
 }
 
+// Upper bounds of an answer's encoding in bytes (protobuf: a tag of 1 byte, a
+// varint of at most 10, a length of at most 5), for refusing a batch whose
+// answer could exceed max_response_bytes before deciding it.
+// A CheckResult's own fields (allowed, status, delay, the error's tag and
+// length) and its tag and length in the CheckResponse.
+constexpr std::size_t kResultFixedBytes = 32;
+// The longest error text a check can get, beside the descriptor key it may
+// quote ("descriptor key \"...\" appears twice").
+constexpr std::size_t kErrorFixedBytes = 256;
+// A RuleResult's fields other than its name and lease (the algorithm's name
+// at most 17 bytes), and its tag and length in the CheckResult.
+constexpr std::size_t kRuleFixedBytes = 128;
+// A lease field beyond its key: tag, length, the id and the tag.
+constexpr std::size_t kLeaseFixedBytes = 6 + LeaseTokens::kIdBytes + LeaseTokens::kTagBytes;
+// The Response's id and the CheckResponse's tag and length.
+constexpr std::size_t kResponseFixedBytes = 32;
+
 // Largest inline period in milliseconds the core accepts.
 constexpr std::uint64_t kMaxPeriodMs = core::kMaxPeriodUs / core::kUsPerMs;
 
@@ -151,27 +168,28 @@ Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
                                  v1::Response& response) {
   const auto count = static_cast<std::size_t>(body.checks_size());
   if (count > settings_.max_checks_per_frame) return too_many_checks(count, response);
+  std::size_t variable_bytes = 0;
+  for (const v1::Check& check : body.checks()) {
+    variable_bytes += check.inline_limit().key().size();
+    for (const v1::Descriptor& d : check.descriptors()) {
+      variable_bytes += 4 + d.key().size() + d.value().size();
+    }
+  }
+  std::size_t bound = quick_answer_bound(count, variable_bytes);
+  if (bound > settings_.max_response_bytes) {
+    bound = kResponseFixedBytes;
+    for (const v1::Check& check : body.checks()) {
+      CheckFields fields;
+      read_check(check, fields);
+      bound += check_answer_bound(fields);
+    }
+    if (bound > settings_.max_response_bytes) return answer_too_large(bound, response);
+  }
   if (spare_check_ != nullptr) response.set_allocated_check(spare_check_.release());
   v1::CheckResponse* out = response.mutable_check();
   for (const v1::Check& check : body.checks()) {
     CheckFields fields;
-    fields.has_cost = check.has_cost();
-    fields.cost = check.cost();
-    fields.has_inline_limit = check.has_inline_limit();
-    if (fields.has_inline_limit) {
-      const v1::InlineLimit& limit = check.inline_limit();
-      fields.inline_key = limit.key();
-      fields.inline_limit = limit.limit();
-      fields.inline_period_ms = limit.period_ms();
-      fields.inline_burst = limit.burst();
-    }
-    fields.mode = static_cast<std::int32_t>(check.mode());
-    fields.has_max_wait_us = check.has_max_wait_us();
-    fields.max_wait_us = check.max_wait_us();
-    descriptors_.clear();
-    for (const v1::Descriptor& d : check.descriptors()) {
-      descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
-    }
+    read_check(check, fields);
     decide(fields, now);
 
     v1::CheckResult& result = *out->add_results();
@@ -253,7 +271,11 @@ Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, v1::Response& res
   }
   core::CheckInput input;
   std::size_t existed = 0;
-  if (make_input(fields, input)) existed = limiter_.reset(input, output_);
+  if (std::string why = make_input(fields, input); why.empty()) {
+    existed = limiter_.reset(input, output_);
+  } else {
+    set_invalid(std::move(why));
+  }
   if (output_.status == core::CheckStatus::kInvalid) {
     return set_error(response, v1::Error::INVALID_REQUEST, "reset: " + output_.error,
                      /*close=*/false);
@@ -275,8 +297,27 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
   }
   ++counters_.frames_received;
   ++counters_.check_requests;
-  writer_.begin(request_view_.id);
   const std::vector<wire::CheckView>& checks = request_view_.checks;
+  // Each descriptor takes at least 2 + key + value bytes of the payload.
+  std::size_t bound = quick_answer_bound(checks.size(), 2 * payload.size());
+  if (bound > settings_.max_response_bytes) {
+    bound = kResponseFixedBytes;
+    for (const wire::CheckView& check : checks) {
+      CheckFields fields;
+      read_check(check, fields);
+      bound += check_answer_bound(fields);
+    }
+    if (bound > settings_.max_response_bytes) {
+      recycle(response);
+      response.set_id(request_view_.id);
+      outcome = answer_too_large(bound, response);
+      if (!wire::append_message_frame(out, response, settings_.max_response_bytes)) {
+        wire::append_message_frame(out, response, UINT32_MAX);
+      }
+      return true;
+    }
+  }
+  writer_.begin(request_view_.id);
   // A batch: start fetching the buckets of the checks a few places ahead,
   // so that their cache misses overlap (docs/performance.md, 1M keys).
   for (std::size_t i = 0; i < checks.size() && i < kPrefetchAhead; ++i) prefetch(checks[i]);
@@ -284,21 +325,7 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
     const wire::CheckView& check = checks[c];
     if (c + kPrefetchAhead < checks.size()) prefetch(checks[c + kPrefetchAhead]);
     CheckFields fields;
-    fields.has_cost = check.has_cost;
-    fields.cost = check.cost;
-    fields.has_inline_limit = check.has_inline_limit;
-    fields.inline_key = check.inline_limit.key;
-    fields.inline_limit = check.inline_limit.limit;
-    fields.inline_period_ms = check.inline_limit.period_ms;
-    fields.inline_burst = check.inline_limit.burst;
-    fields.mode = check.mode;
-    fields.has_max_wait_us = check.has_max_wait_us;
-    fields.max_wait_us = check.max_wait_us;
-    descriptors_.clear();
-    for (std::uint32_t i = 0; i < check.descriptor_count; ++i) {
-      const wire::DescriptorView& d = request_view_.descriptors[check.first_descriptor + i];
-      descriptors_.push_back(core::Descriptor{.key = d.key, .value = d.value});
-    }
+    read_check(check, fields);
     decide(fields, now);
 
     rule_views_.clear();
@@ -327,8 +354,9 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
     writer_.finish(out);
     return true;
   }
-  // The checks were decided (and charged); the client learns only that it
-  // must send fewer per frame, exactly as append_response tells it.
+  // Not reached while the bound above holds (it refuses such a batch
+  // before deciding it); kept so that an answer the client would refuse is
+  // never sent. The checks were decided and charged.
   ++counters_.responses_too_large;
   recycle(response);
   response.set_id(request_view_.id);
@@ -341,6 +369,77 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
     wire::append_message_frame(out, response, UINT32_MAX);
   }
   return true;
+}
+
+void Dispatcher::read_check(const v1::Check& check, CheckFields& fields) {
+  fields.has_cost = check.has_cost();
+  fields.cost = check.cost();
+  fields.has_inline_limit = check.has_inline_limit();
+  if (fields.has_inline_limit) {
+    const v1::InlineLimit& limit = check.inline_limit();
+    fields.inline_key = limit.key();
+    fields.inline_limit = limit.limit();
+    fields.inline_period_ms = limit.period_ms();
+    fields.inline_burst = limit.burst();
+  }
+  fields.mode = static_cast<std::int32_t>(check.mode());
+  fields.has_max_wait_us = check.has_max_wait_us();
+  fields.max_wait_us = check.max_wait_us();
+  descriptors_.clear();
+  for (const v1::Descriptor& d : check.descriptors()) {
+    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
+  }
+}
+
+void Dispatcher::read_check(const wire::CheckView& check, CheckFields& fields) {
+  fields.has_cost = check.has_cost;
+  fields.cost = check.cost;
+  fields.has_inline_limit = check.has_inline_limit;
+  fields.inline_key = check.inline_limit.key;
+  fields.inline_limit = check.inline_limit.limit;
+  fields.inline_period_ms = check.inline_limit.period_ms;
+  fields.inline_burst = check.inline_limit.burst;
+  fields.mode = check.mode;
+  fields.has_max_wait_us = check.has_max_wait_us;
+  fields.max_wait_us = check.max_wait_us;
+  descriptors_.clear();
+  for (std::uint32_t i = 0; i < check.descriptor_count; ++i) {
+    const wire::DescriptorView& d = request_view_.descriptors[check.first_descriptor + i];
+    descriptors_.push_back(core::Descriptor{.key = d.key, .value = d.value});
+  }
+}
+
+std::size_t Dispatcher::quick_answer_bound(std::size_t checks, std::size_t variable_bytes) const {
+  // Per check: an error (its text quotes at most one descriptor key), or a
+  // result per rule and one for the inline limit (named by its key), each
+  // leased one with its key (the header and 4 + value bytes per descriptor).
+  const core::RuleSetBounds& rules = limiter_.rule_bounds();
+  const std::size_t leased_rules = rules.concurrency ? rules.rules : 0;
+  const std::size_t per_check = kResultFixedBytes + kErrorFixedBytes +
+                                (rules.rules + 1) * kRuleFixedBytes +
+                                rules.rules * rules.max_name_bytes +
+                                leased_rules * (kLeaseFixedBytes + core::kRuleKeyHeaderBytes);
+  return kResponseFixedBytes + checks * per_check + variable_bytes * (2 + leased_rules);
+}
+
+std::size_t Dispatcher::check_answer_bound(const CheckFields& check) {
+  core::CheckInput input;
+  if (const std::string why = make_input(check, input); !why.empty()) {
+    return kResultFixedBytes + why.size();
+  }
+  limiter_.shape(input, shape_);
+  return kResultFixedBytes + shape_.error_bytes + shape_.verdicts * kRuleFixedBytes +
+         shape_.name_bytes + shape_.leases * kLeaseFixedBytes + shape_.lease_key_bytes;
+}
+
+Outcome Dispatcher::answer_too_large(std::size_t bound, v1::Response& response) {
+  ++counters_.responses_too_large;
+  return set_error(response, v1::Error::TOO_MANY_CHECKS,
+                   "the answer could take up to " + std::to_string(bound) +
+                       " bytes, above max_response_bytes (" +
+                       std::to_string(settings_.max_response_bytes) +
+                       "); nothing was decided or charged: send fewer checks per frame",
+                   /*close=*/false);
 }
 
 bool Dispatcher::set_invalid(std::string message) {
@@ -363,7 +462,11 @@ void Dispatcher::prefetch(const wire::CheckView& check) {
 
 void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
   core::CheckInput input;
-  if (make_input(check, input)) limiter_.check(input, now, output_);
+  if (std::string why = make_input(check, input); why.empty()) {
+    limiter_.check(input, now, output_);
+  } else {
+    set_invalid(std::move(why));
+  }
   make_lease_tokens();
 }
 
@@ -386,12 +489,12 @@ void Dispatcher::make_lease_tokens() {
   }
 }
 
-bool Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
+std::string Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
   // Values that do not fit the core's types are refused here (this check is
   // INVALID, the others in the frame proceed); the core validates the rest.
   if (check.has_cost) {
     if (check.cost > static_cast<std::uint64_t>(core::kMaxTokens)) {
-      return set_invalid(too_big("cost", check.cost, core::kMaxTokens));
+      return too_big("cost", check.cost, core::kMaxTokens);
     }
     input.cost = static_cast<std::int64_t>(check.cost);
   }
@@ -401,21 +504,21 @@ bool Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
       // An empty InlineLimit is how some encoders say "none"; numbers without
       // a key are a limit the client meant but the daemon could not apply.
       if (check.inline_limit != 0 || check.inline_period_ms != 0 || check.inline_burst != 0) {
-        return set_invalid("inline_limit has no key");
+        return "inline_limit has no key";
       }
     } else {
       if (check.inline_period_ms == 0) {
-        return set_invalid("inline_limit.period_ms must be above 0");
+        return "inline_limit.period_ms must be above 0";
       }
       if (check.inline_period_ms > kMaxPeriodMs) {
-        return set_invalid(too_big("inline_limit.period_ms", check.inline_period_ms,
-                                   static_cast<std::int64_t>(kMaxPeriodMs)));
+        return too_big("inline_limit.period_ms", check.inline_period_ms,
+                                   static_cast<std::int64_t>(kMaxPeriodMs));
       }
       if (check.inline_limit > static_cast<std::uint64_t>(core::kMaxTokens)) {
-        return set_invalid(too_big("inline_limit.limit", check.inline_limit, core::kMaxTokens));
+        return too_big("inline_limit.limit", check.inline_limit, core::kMaxTokens);
       }
       if (check.inline_burst > static_cast<std::uint64_t>(core::kMaxTokens)) {
-        return set_invalid(too_big("inline_limit.burst", check.inline_burst, core::kMaxTokens));
+        return too_big("inline_limit.burst", check.inline_burst, core::kMaxTokens);
       }
       inline_limit_.key = check.inline_key;
       inline_limit_.params.limit = static_cast<std::int64_t>(check.inline_limit);
@@ -439,8 +542,8 @@ bool Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
       input.mode = core::CheckMode::kReserve;
       break;
     default:
-      return set_invalid("mode " + std::to_string(check.mode) +
-                         " is not one this daemon knows (CHECK, PEEK, RESERVE)");
+      return "mode " + std::to_string(check.mode) +
+                         " is not one this daemon knows (CHECK, PEEK, RESERVE)";
   }
   // Unset: no bound from the caller (the core's -1). The core checks the range.
   if (check.has_max_wait_us) input.max_wait_us = check.max_wait_us;
@@ -448,7 +551,7 @@ bool Dispatcher::make_input(const CheckFields& check, core::CheckInput& input) {
       std::min<std::uint64_t>(counters_.load_permille, static_cast<std::uint64_t>(INT64_MAX)));
 
   input.descriptors = descriptors_;
-  return true;
+  return {};
 }
 
 bool Dispatcher::append_response(v1::Response& response, std::string& out) {

@@ -94,10 +94,26 @@ class Dispatcher {
   Outcome handle_release(const v1::ReleaseRequest& body, core::TimeUs now,
                          v1::Response& response);
   Outcome handle_reset(const v1::ResetRequest& body, v1::Response& response);
-  // Fills `input` from `check` (descriptors from descriptors_). False, with
-  // output_ the INVALID answer, when the check's values do not fit the
-  // core's types.
-  bool make_input(const CheckFields& check, core::CheckInput& input);
+  // Fills `input` from `check` (descriptors from descriptors_). Returns why
+  // the check's values do not fit the core's types, or "" when they do.
+  std::string make_input(const CheckFields& check, core::CheckInput& input);
+  // Reads one check of either decoder into `fields` and descriptors_.
+  void read_check(const v1::Check& check, CheckFields& fields);
+  void read_check(const wire::CheckView& check, CheckFields& fields);
+
+  // A batch whose answer could exceed max_response_bytes is refused whole
+  // before any of it is decided, so nothing is charged for an answer the
+  // client never gets. The bound is found in two steps: quick_answer_bound
+  // from the rules' facts, the number of checks and `variable_bytes` (at
+  // least the sum over the checks of their inline key's bytes and 4 + key +
+  // value bytes per descriptor: twice the payload is enough), O(1); only if
+  // that is above the limit, check_answer_bound of each check from what it
+  // would match (Limiter::shape), which decides nothing.
+  std::size_t quick_answer_bound(std::size_t checks, std::size_t variable_bytes) const;
+  std::size_t check_answer_bound(const CheckFields& check);
+  // Makes `response` the refusal of a batch whose answer could take `bound`
+  // bytes.
+  Outcome answer_too_large(std::size_t bound, v1::Response& response);
   // How many checks ahead a batch starts fetching the buckets it will touch
   // (Limiter::prefetch): enough to overlap a memory access, few enough that
   // the first ones are still cached when decided.
@@ -125,6 +141,7 @@ class Dispatcher {
   std::vector<core::Descriptor> prefetch_descriptors_;  // scratch for prefetch()
   core::InlineLimit inline_limit_;
   core::CheckOutput output_;
+  core::CheckShape shape_;
   std::unique_ptr<v1::CheckResponse> spare_check_;
   wire::CheckRequestView request_view_;
   wire::CheckResponseWriter writer_;

@@ -321,21 +321,30 @@ TEST_F(DispatchTest, StatusReportsIdentityRulesAndEveryCounter) {
   EXPECT_EQ(status_requests, 1u);
 }
 
-TEST_F(DispatchTest, AnswerAboveMaxResponseBytesBecomesAnError) {
+// A batch whose answer could exceed max_response_bytes is refused before
+// anything is decided: the client is told to send fewer and was charged
+// nothing, so its retry is not charged twice.
+TEST_F(DispatchTest, AnswerAboveMaxResponseBytesIsRefusedBeforeCharging) {
   settings_.max_response_bytes = 200;
   v1::Request request = check_request(4);
   for (int i = 0; i < 20; ++i) add_check(request, "frank");
-  ASSERT_FALSE(handle(request).error);
-  std::string out;
-  EXPECT_FALSE(dispatcher_.append_response(response_, out));
-  const wire::FrameView frame = wire::next_frame(out, settings_.max_response_bytes);
-  ASSERT_EQ(frame.status, wire::FrameStatus::kComplete);
-  EXPECT_EQ(frame.consumed, out.size());
-  v1::Response sent;
-  ASSERT_TRUE(sent.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size())));
-  EXPECT_EQ(sent.id(), 4u);
-  EXPECT_EQ(sent.error().code(), v1::Error::TOO_MANY_CHECKS);
+  const Dispatcher::Outcome outcome = handle(request);
+  EXPECT_TRUE(outcome.error);
+  EXPECT_FALSE(outcome.close);
+  EXPECT_EQ(response_.id(), 4u);
+  EXPECT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS);
+  EXPECT_NE(response_.error().message().find("nothing was decided or charged"), std::string::npos)
+      << response_.error().message();
   EXPECT_EQ(counters_.responses_too_large, 1u);
+  EXPECT_EQ(limiter_.stats().checks, 0u);
+  // frank still has all 5 of his tokens.
+  v1::Request five = check_request(6);
+  for (int i = 0; i < 5; ++i) add_check(five, "frank");
+  settings_.max_response_bytes = 16 * 1024;
+  ASSERT_FALSE(handle(five).error);
+  for (const v1::CheckResult& result : response_.check().results()) EXPECT_TRUE(result.allowed());
+  std::string out;
+  settings_.max_response_bytes = 200;
 
   // A small answer goes out as it is.
   v1::Request small = check_request(5);
@@ -671,6 +680,70 @@ TEST_F(AlgorithmDispatchTest, ForgedAndReplayedLeaseTokensReleaseNothing) {
   EXPECT_EQ(release({lease}).statuses(0), v1::ReleaseResponse::UNKNOWN_LEASE);
   EXPECT_FALSE(result_of(check_of("job", "forge")).allowed());  // next is still held
   EXPECT_EQ(release({next}).statuses(0), v1::ReleaseResponse::DONE);
+}
+
+// The bound that refuses a batch before deciding it is an upper bound: over
+// random batches (leases with long keys, inline limits, invalid checks) and
+// limits, a batch is either refused with nothing decided, or decided and
+// answered within max_response_bytes; never decided and then refused.
+TEST_F(AlgorithmDispatchTest, AnAnswerIsNeverRefusedAfterItsChecksWereDecided) {
+  std::mt19937_64 rng(18);
+  const auto text = [&](std::size_t max_bytes) {
+    return std::string(rng() % (max_bytes + 1), static_cast<char>('a' + rng() % 26));
+  };
+  const char* keys[] = {"job", "stream", "tenant", "user", "other"};
+  int refused = 0;
+  int decided = 0;
+  for (int n = 0; n < 2000; ++n) {
+    v1::Request request;
+    request.set_version(v1::VERSION_1);
+    request.set_id(static_cast<std::uint64_t>(n));
+    const int checks = 1 + static_cast<int>(rng() % 12);
+    for (int c = 0; c < checks; ++c) {
+      v1::Check* check = request.mutable_check()->add_checks();
+      for (const char* key : keys) {
+        if (rng() % 2 != 0) continue;
+        v1::Descriptor* d = check->add_descriptors();
+        d->set_key(key);
+        d->set_value(text(60));
+      }
+      if (rng() % 8 == 0) {  // a duplicate key: invalid, and its error quotes it
+        v1::Descriptor* d = check->add_descriptors();
+        d->set_key(check->descriptors_size() > 0 ? check->descriptors(0).key() : text(80));
+      }
+      if (rng() % 4 == 0) {
+        v1::InlineLimit* limit = check->mutable_inline_limit();
+        limit->set_key(text(50));
+        limit->set_limit(1 + rng() % 10);
+        limit->set_period_ms(rng() % 3 == 0 ? 0 : 1000);  // 0: invalid
+      }
+      if (rng() % 16 == 0) check->set_mode(static_cast<v1::Check::Mode>(7));
+      if (rng() % 4 == 0) check->set_cost(rng() % 3);
+    }
+    settings_.max_response_bytes = static_cast<std::uint32_t>(60 + rng() % 4000);
+    const std::uint64_t checks_before = limiter_.stats().checks + counters_.invalid_checks;
+    // Half through the fast path (when it takes the frame), half the other.
+    std::string out;
+    Dispatcher::Outcome outcome;
+    const bool fast = n % 2 == 0 && dispatcher_.answer_checks(request.SerializeAsString(), kStart,
+                                                              response_, out, outcome);
+    if (!fast) outcome = dispatcher_.handle(request, kStart, response_);
+    if (outcome.error) {
+      ASSERT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS) << response_.DebugString();
+      EXPECT_EQ(limiter_.stats().checks + counters_.invalid_checks, checks_before);
+      ++refused;
+      continue;
+    }
+    ++decided;
+    if (!fast) {
+      ASSERT_TRUE(dispatcher_.append_response(response_, out))
+          << "decided, then too large for " << settings_.max_response_bytes;
+    }
+    EXPECT_LE(out.size(), settings_.max_response_bytes + wire::kFrameHeaderBytes);
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(decided, 100);
+  EXPECT_EQ(counters_.responses_too_large, static_cast<std::uint64_t>(refused));
 }
 TEST_F(AlgorithmDispatchTest, ShaperDelaysAreReportedPerRuleAndPerCheck) {
   std::vector<std::int64_t> delays;
