@@ -27,6 +27,10 @@ bool Ideal::check(const core::CheckInput& input, TimeUs t) {
   return out_.allowed;
 }
 
+void Ideal::reset(const core::CheckInput& input, TimeUs t) {
+  limiter_.reset(input, kEpochUs + t, out_);
+}
+
 void Ideal::release(std::string_view key, std::uint64_t lease, TimeUs t) {
   limiter_.release_lease(key, lease, /*extend=*/false, kEpochUs + t);
 }

@@ -20,6 +20,8 @@ class Ideal {
   // The rules' verdicts of the last check (keys and leases valid until the
   // next call).
   const core::CheckOutput& last() const { return out_; }
+  // Forgets the keys `input` touches (a reset).
+  void reset(const core::CheckInput& input, TimeUs t);
   // Releases a concurrency lease the ideal handed out.
   void release(std::string_view key, std::uint64_t lease, TimeUs t);
 

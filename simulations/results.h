@@ -79,6 +79,7 @@ struct Results {
   std::vector<Crash> crashes;
 
   std::uint64_t requests = 0;
+  std::uint64_t resets = 0;                // [[reset]]s made on a live node
   std::uint64_t arrivals = 0;              // tokens asked for
   std::uint64_t admitted = 0;              // tokens the cluster admitted
   std::uint64_t ideal = 0;                 // tokens the perfect limiter admitted

@@ -437,6 +437,16 @@ void validate(Scenario& s, std::string_view file, std::vector<std::string>& erro
     if (c.restart_us && *c.restart_us <= c.at_us)
       error("crash." + std::to_string(i) + ": restart must be after at");
   }
+  for (std::size_t i = 0; i < s.resets.size(); ++i) {
+    const KeyReset& reset = s.resets[i];
+    const std::string where = "reset." + std::to_string(i) + ": ";
+    if (reset.node >= n) error(where + "node " + std::to_string(reset.node) + " does not exist");
+    if (reset.stream >= s.traffic.size()) {
+      error(where + "stream " + std::to_string(reset.stream) + " does not exist");
+    } else if (reset.key >= s.traffic[reset.stream].keys) {
+      error(where + "key " + std::to_string(reset.key) + " is not one of the stream's keys");
+    }
+  }
   if (s.traffic.empty()) error("at least one [[traffic]] stream is needed");
   for (Traffic& t : s.traffic) {
     if (t.end_us < 0 || t.end_us > s.duration_us) t.end_us = s.duration_us;
@@ -565,6 +575,14 @@ ScenarioLoad load_scenario(std::string_view text, std::string_view file_name,
     }
     if (p.groups.empty()) t.error("", "a partition needs groups or sizes");
     s.partitions.push_back(std::move(p));
+  });
+  each_table(r, "reset", [&](Reader& t) {
+    KeyReset reset;
+    t.integer("node", reset.node, 0, 1'000'000);
+    t.duration("at", reset.at_us, 0);
+    t.integer("stream", reset.stream, 0, 1'000'000);
+    t.integer("key", reset.key, 0, 1'000'000'000);
+    s.resets.push_back(reset);
   });
   each_table(r, "crash", [&](Reader& t) {
     Crash c;

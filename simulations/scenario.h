@@ -62,6 +62,16 @@ struct Crash {
   std::optional<TimeUs> restart_us;
 };
 
+// At `at`, node `node` resets the key that request `key` of traffic stream
+// `stream` checks (rlimitctl reset; docs/cluster.md, "Reset"): the whole
+// cluster resets it, and the ideal resets it at the same moment.
+struct KeyReset {
+  std::uint32_t node = 0;
+  TimeUs at_us = 0;
+  std::uint32_t stream = 0;
+  std::uint32_t key = 0;
+};
+
 // What the clients of a crashed node do with their requests.
 enum class DownArrivals {
   kLost,        // the host is down: no requests (the ideal sees none either)
@@ -149,6 +159,7 @@ struct Scenario {
   NetworkParams network;
   std::vector<Partition> partitions;
   std::vector<Crash> crashes;
+  std::vector<KeyReset> resets;
   DownArrivals down_arrivals = DownArrivals::kLost;
   ClockParams clock;
   std::vector<Traffic> traffic;

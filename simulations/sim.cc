@@ -33,6 +33,7 @@ enum class Kind : std::uint8_t {
   kHeal,
   kProbe,
   kRelease,
+  kReset,
 };
 
 struct Event {
@@ -40,7 +41,7 @@ struct Event {
   std::uint64_t seq = 0;  // creation order: ties at one instant run in it
   Kind kind = Kind::kTick;
   std::uint32_t node = 0;
-  std::uint32_t aux = 0;   // tick, release: generation; arrival: stream; crash/heal: index
+  std::uint32_t aux = 0;   // tick, release: generation; arrival: stream; crash/heal/reset: index
   std::uint32_t from = 0;  // deliver: sender
   std::string payload;  // deliver: the datagram; release: the lease (key + 8-byte id)
 };
@@ -190,6 +191,9 @@ class Simulation {
     for (std::uint32_t p = 0; p < s_.partitions.size(); ++p) {
       push(s_.partitions[p].end_us, Kind::kHeal, 0, p);
     }
+    for (std::uint32_t r = 0; r < s_.resets.size(); ++r) {
+      push(s_.resets[r].at_us, Kind::kReset, s_.resets[r].node, r);
+    }
   }
 
   void start_node(std::uint32_t i, TimeUs t) {
@@ -278,7 +282,21 @@ class Simulation {
         return probe();
       case Kind::kRelease:
         return release(e);
+      case Kind::kReset:
+        return reset(e.node, s_.resets[e.aux]);
     }
+  }
+
+  // rlimitctl reset on node i: the ideal forgets the key at the same moment.
+  void reset(std::uint32_t i, const KeyReset& reset) {
+    const core::CheckInput& input = workload_->input(reset.stream, reset.key);
+    ideal_.reset(input, now_);
+    Node& node = nodes_[i];
+    if (!node.up) return;
+    ++r_.resets;
+    node.limiter->reset(input, local(i, now_), out_);
+    flush(i, now_);
+    track("node " + std::to_string(i) + " reset a key");
   }
 
   void deliver(Event& e) {
@@ -421,16 +439,14 @@ class Simulation {
         known;
     for (Node& node : nodes_) {
       if (!node.up) continue;
-      // A copy, because visiting moves the ledger's anti-entropy cursor.
-      core::Ledger copy = node.limiter->ledger();
-      copy.visit_slice(std::numeric_limits<std::size_t>::max() / 4,
-                       [&](const std::string& key, const core::Ledger::KeyState& state) {
-                         auto& entries = known[key];
-                         for (const core::Ledger::Entry& e : state.entries) {
-                           std::uint64_t& v = entries[{copy.origin_name(e.origin), e.incarnation}];
-                           v = std::max(v, e.consumed);
-                         }
-                       });
+      const core::Ledger& ledger = node.limiter->ledger();
+      ledger.for_each_key([&](const std::string& key, const core::Ledger::KeyState& state) {
+        auto& entries = known[key];
+        for (const core::Ledger::Entry& e : state.entries) {
+          std::uint64_t& v = entries[{ledger.origin_name(e.origin), e.incarnation}];
+          v = std::max(v, e.consumed);
+        }
+      });
     }
     for (const auto& [key, entries] : known) {
       std::uint64_t total = 0;

@@ -83,13 +83,14 @@ class CounterPacker {
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
     std::size_t added = 0;
-    for (const Ledger::Entry& e : state.entries) {
-      if (!wanted(e)) continue;
-      append(key, e);
+    for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
+      if (!wanted(e)) return;
+      append(key, e, reset);
       ++added;
-    }
+    });
     if (added == 0) return true;
     if (fits()) {
+      // (A key with floors offers no balance: Limiter::offered_balance.)
       if (added == state.entries.size()) offer_balance(key, state);
       return true;
     }
@@ -124,12 +125,28 @@ class CounterPacker {
   std::size_t size() const { return outer_bytes_ + field_bytes(counters_bytes_); }
   bool fits() const { return size() + kCounterSlackBytes <= max_bytes_; }
 
-  void append(std::string_view key, const Ledger::Entry& e) {
+  // Calls f(entry, nullptr) for each entry of `state`, then f(floor, reset)
+  // for each floor of its applied and its pending reset.
+  template <typename F>
+  static void for_each_item(const Ledger::KeyState& state, F&& f) {
+    for (const Ledger::Entry& e : state.entries) f(e, nullptr);
+    for (const Ledger::Reset* reset : {state.reset.get(), state.pending.get()}) {
+      if (reset == nullptr) continue;
+      for (const Ledger::Entry& floor : reset->floors) f(floor, reset);
+    }
+  }
+
+  // Appends an entry of `key`, or with `reset` one of that reset's floors.
+  void append(std::string_view key, const Ledger::Entry& e, const Ledger::Reset* reset) {
     auto* entry = counters()->add_entries();
     entry->set_key(key.data(), key.size());
     entry->set_origin(local_origin(e.origin));
     entry->set_incarnation(e.incarnation);
     entry->set_consumed(e.consumed);
+    if (reset != nullptr) {
+      entry->set_reset_epoch(reset->epoch);
+      entry->set_reset_floors(reset->floor_count);
+    }
     counters_bytes_ += field_bytes(entry->ByteSizeLong());
   }
 
@@ -168,18 +185,18 @@ class CounterPacker {
   // entry too large for an empty payload is left out.
   template <typename Wanted>
   void split(std::string_view key, const Ledger::KeyState& state, const Wanted& wanted) {
-    for (const Ledger::Entry& e : state.entries) {
-      if (!wanted(e)) continue;
+    for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
+      if (!wanted(e)) return;
       const std::size_t mark = entries();
       const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
-      append(key, e);
-      if (fits()) continue;
+      append(key, e, reset);
+      if (fits()) return;
       undo(mark, origins_mark);
-      if (mark == 0) continue;
+      if (mark == 0) return;
       finish();
-      append(key, e);
+      append(key, e, reset);
       if (!fits()) undo(0, 0);
-    }
+    });
   }
 
   std::uint32_t local_origin(std::uint32_t origin) {
@@ -348,6 +365,13 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
         continue;
       }
     }
+    if (entry.has_reset_epoch()) {
+      // A floor of a reset, not consumption.
+      ++stats_.reset_floors_received;
+      limiter_.merge_reset_floor(entry.key(), origin, entry.incarnation(), entry.consumed(),
+                                 entry.reset_epoch(), entry.reset_floors(), now);
+      continue;
+    }
     const std::uint64_t increase =
         limiter_.merge_remote(entry.key(), origin, entry.incarnation(), entry.consumed(), now);
     if (increase > 0) {
@@ -381,14 +405,18 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     int end = run + 1;
     while (end < entries.size() && entries[end].key() == key) ++end;
     const Ledger::KeyState* state = ledger.find(key);
-    bool ahead = false;
+    // A newer reset than any the sender sent floors of is news too.
+    std::uint64_t their_epoch = 0;
+    for (int t = run; t < end; ++t) their_epoch = std::max(their_epoch, entries[t].reset_epoch());
+    bool ahead = state != nullptr && state->reset && state->reset->epoch > their_epoch;
     for (std::size_t i = 0; state != nullptr && !ahead && i < state->entries.size(); ++i) {
       const Ledger::Entry& mine = state->entries[i];
       const std::string& origin = ledger.origin_name(mine.origin);
       bool covered = false;
       for (int t = run; t < end && !covered; ++t) {
         const peer::v1::CounterEntry& theirs = entries[t];
-        covered = theirs.incarnation() == mine.incarnation && theirs.consumed() >= mine.consumed &&
+        covered = !theirs.has_reset_epoch() && theirs.incarnation() == mine.incarnation &&
+                  theirs.consumed() >= mine.consumed &&
                   theirs.origin() < static_cast<std::uint32_t>(origin_count) &&
                   counters.origins(static_cast<int>(theirs.origin())) == origin;
       }

@@ -65,6 +65,7 @@ struct ClusterStats {
   std::uint64_t balances_sent = 0;      // keys sent with a balance (per peer)
   std::uint64_t balances_received = 0;
   std::uint64_t balances_raised = 0;    // received balances that raised our bucket
+  std::uint64_t reset_floors_received = 0;  // floors of resets (docs/cluster.md, "Reset")
 };
 
 // A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the

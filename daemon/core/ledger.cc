@@ -102,11 +102,103 @@ Ledger::KeyState& Ledger::touch(Keys::iterator it, Entry& entry, TimeUs now) {
 
 void Ledger::sent_entries(KeyState& state) {
   std::uint16_t most = 0;
-  for (Entry& e : state.entries) {
-    if (e.sends_left > 0) --e.sends_left;
-    most = std::max(most, e.sends_left);
-  }
+  const auto sent = [&](std::vector<Entry>& entries) {
+    for (Entry& e : entries) {
+      if (e.sends_left > 0) --e.sends_left;
+      most = std::max(most, e.sends_left);
+    }
+  };
+  sent(state.entries);
+  if (state.reset) sent(state.reset->floors);
+  if (state.pending) sent(state.pending->floors);
   state.sends_left = most;
+}
+
+std::uint64_t Ledger::floor_of(const KeyState& state, std::uint32_t origin,
+                               std::uint64_t incarnation) {
+  if (!state.reset) return 0;
+  for (const Entry& f : state.reset->floors) {
+    if (f.origin == origin && f.incarnation == incarnation) return f.consumed;
+  }
+  return 0;
+}
+
+std::uint64_t Ledger::chargeable_sum(const KeyState& state) {
+  std::uint64_t sum = 0;
+  for (const Entry& e : state.entries) {
+    const std::uint64_t floor = floor_of(state, e.origin, e.incarnation);
+    const std::uint64_t above = e.consumed > floor ? e.consumed - floor : 0;
+    if (above > UINT64_MAX - sum) return UINT64_MAX;
+    sum += above;
+  }
+  return sum;
+}
+
+namespace {
+
+// Resets made here carry this node's mark in the epoch's low bits, so two
+// nodes that reset a key at once make different epochs (the higher wins).
+constexpr int kEpochMarkBits = 20;
+
+std::uint64_t epoch_mark(std::string_view id) {
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a: the same on every build
+  for (const char c : id) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash & ((std::uint64_t{1} << kEpochMarkBits) - 1);
+}
+
+}  // namespace
+
+std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  KeyState& state = it->second;
+  std::uint64_t newest = state.reset ? state.reset->epoch : 0;
+  if (state.pending) newest = std::max(newest, state.pending->epoch);
+  auto reset = std::make_unique<Reset>();
+  reset->epoch = (((newest >> kEpochMarkBits) + 1) << kEpochMarkBits) | epoch_mark(self_id());
+  reset->floor_count = static_cast<std::uint32_t>(state.entries.size());
+  reset->floors = state.entries;
+  // A key with no entries still sends its reset: one floor of nothing.
+  if (reset->floors.empty()) reset->floors.push_back(Entry{0, 0, 0, 0});
+  state.reset = std::move(reset);
+  state.pending.reset();
+  for (Entry& floor : state.reset->floors) touch(it, floor, now);
+  return state.reset->epoch;
+}
+
+Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch,
+                                       std::uint32_t floor_count, std::uint32_t origin,
+                                       std::uint64_t incarnation, std::uint64_t consumed,
+                                       TimeUs now) {
+  assert(origin < origins_.size());
+  // More floors than origins can never all arrive.
+  if (epoch == 0 || floor_count > kMaxOrigins) return FloorMerge::kOld;
+  auto it = keys_.find(key);
+  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  KeyState& state = it->second;
+  if (state.reset && epoch <= state.reset->epoch) return FloorMerge::kOld;
+  if (state.pending && epoch < state.pending->epoch) return FloorMerge::kOld;
+  if (!state.pending || epoch > state.pending->epoch) {
+    state.pending = std::make_unique<Reset>();
+    state.pending->epoch = epoch;
+    state.pending->floor_count = floor_count;
+  }
+  std::vector<Entry>& floors = state.pending->floors;
+  Entry* floor = nullptr;
+  for (Entry& f : floors) {
+    if (f.origin == origin && f.incarnation == incarnation) floor = &f;
+  }
+  if (floor != nullptr && consumed <= floor->consumed) return FloorMerge::kPending;
+  if (floor == nullptr) {
+    floors.push_back(Entry{origin, 0, incarnation, consumed});
+    floor = &floors.back();
+  }
+  floor->consumed = consumed;
+  touch(it, *floor, now);
+  state.pending->floor_count = std::max(state.pending->floor_count, floor_count);
+  if (floors.size() < state.pending->floor_count) return FloorMerge::kPending;
+  state.reset = std::move(state.pending);
+  return FloorMerge::kComplete;
 }
 
 void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
@@ -138,25 +230,28 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       // Our own live entry only ever grows here; peers merely echo it.
       if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return {};
       const std::uint64_t increase = consumed - e.consumed;
+      const std::uint64_t charged_to = std::max(e.consumed, floor_of(state, origin, incarnation));
       e.consumed = consumed;
       touch(it, e, now);
-      return {increase, 0};
+      return {increase, consumed > charged_to ? consumed - charged_to : 0, 0};
     }
   }
   if (consumed == 0) return {};
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  const std::uint64_t floor = floor_of(it->second, origin, incarnation);
   std::vector<Entry>& entries = it->second.entries;
   entries.push_back({origin, 0, incarnation, consumed});
   touch(it, entries.back(), now);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
-  return {consumed, incarnation < incarnation_ ? consumed : 0};
+  const std::uint64_t chargeable = consumed > floor ? consumed - floor : 0;
+  return {consumed, chargeable, incarnation < incarnation_ ? chargeable : 0};
 }
 
 std::uint64_t Ledger::charge_for(std::string_view key, const Merged& merged,
                                  std::uint64_t history_cap) {
-  assert(merged.history <= merged.increase);
-  if (merged.history == 0) return merged.increase;
+  assert(merged.history <= merged.chargeable && merged.chargeable <= merged.increase);
+  if (merged.history == 0) return merged.chargeable;
   auto it = keys_.find(key);
   assert(it != keys_.end());  // merged just now
   KeyState& state = it->second;
@@ -166,7 +261,7 @@ std::uint64_t Ledger::charge_for(std::string_view key, const Merged& merged,
   state.history_charged += charged;
   state.history_forgiven += merged.history - charged;
   history_forgiven_ += merged.history - charged;
-  return merged.increase - merged.history + charged;
+  return merged.chargeable - merged.history + charged;
 }
 
 const Ledger::KeyState* Ledger::find(std::string_view key) const {
@@ -217,6 +312,11 @@ void Ledger::visit_slice(std::size_t max_visits,
                          const std::function<void(const std::string&, const KeyState&)>& visit) {
   walk(keys_, slice_cursor_, max_visits,
        [&](const std::string& key, const KeyState& state) { visit(key, state); });
+}
+
+void Ledger::for_each_key(
+    const std::function<void(const std::string&, const KeyState&)>& visit) const {
+  for (const auto& [key, state] : keys_) visit(key, state);
 }
 
 std::size_t Ledger::sweep(std::size_t max_visits,

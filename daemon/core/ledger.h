@@ -25,12 +25,23 @@
 // Gossip sends a key's changed entries only (each entry counts its own rounds
 // left); anti-entropy sends every entry.
 //
+// Resets (docs/cluster.md, "Reset"): a key reset anywhere in the cluster is
+// reset everywhere. The node that resets it makes a reset record: an epoch
+// above any known for the key, and floors, its entries as it read them. A
+// floor says "consumption of this entry up to here is forgiven": after a reset
+// a key's state is charged only with what its entries hold above their
+// floors, so every node converges to the same state whatever it learned
+// first. Records travel with the key's entries (floors are gossiped like
+// entries), the newest epoch wins, and a record is applied only once all its
+// floors are here (until then the older one stays in force).
+//
 // Not thread-safe; owned by one Limiter.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,8 +59,16 @@ class Ledger {
     std::uint64_t incarnation = 0;
     std::uint64_t consumed = 0;
   };
+  // A reset of a key: its epoch and floors (Entry::consumed is the floor).
+  struct Reset {
+    std::uint64_t epoch = 0;
+    std::uint32_t floor_count = 0;  // floors the reset has in all (a receiver waits for them)
+    std::vector<Entry> floors;      // sends_left as for entries
+  };
   struct KeyState {
     std::vector<Entry> entries;
+    std::unique_ptr<Reset> reset;    // the newest reset applied, or none
+    std::unique_ptr<Reset> pending;  // a newer reset whose floors are not all here yet
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
     std::int32_t own = -1;              // index of our own entry, -1 none
     std::uint16_t sends_left = 0;       // at least the most any of its entries has left
@@ -64,9 +83,18 @@ class Ledger {
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate
-    // Of `increase`, the part that is history: the whole value of an entry
+    // Of `increase`, the part above the entry's floor (all of it, without a
+    // reset): what the key's state is to be charged with.
+    std::uint64_t chargeable = 0;
+    // Of `chargeable`, the part that is history: the whole value of an entry
     // seen for the first time whose incarnation is below our process's.
     std::uint64_t history = 0;
+  };
+  enum class FloorMerge {
+    kOld,       // an older reset than the one applied or pending, or nothing new
+    kPending,   // kept: the reset waits for more of its floors
+    kComplete,  // the reset now holds all its floors and is applied: reset
+                // the key's state and charge it with chargeable_sum()
   };
 
   // Our identity: `origin_id` (the node id) and the process incarnation,
@@ -91,9 +119,24 @@ class Ledger {
   Merged merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
                std::uint64_t consumed, TimeUs now);
 
+  // Merges floor `consumed` of (`origin`, `incarnation`) of the reset `epoch`
+  // of `key`, which has `floor_count` floors in all. A newer epoch replaces
+  // the pending reset.
+  FloorMerge merge_floor(std::string_view key, std::uint64_t epoch, std::uint32_t floor_count,
+                         std::uint32_t origin, std::uint64_t incarnation, std::uint64_t consumed,
+                         TimeUs now);
+  // Resets `key` here: a record with an epoch above any known for the key,
+  // whose floors are the key's entries as they are now, applied at once
+  // (nothing is chargeable: the caller resets the key's state to fresh) and
+  // queued for gossip. Returns the epoch.
+  std::uint64_t reset_local(std::string_view key, TimeUs now);
+  // What a key's state is to be charged with after its reset: the sum of
+  // what its entries hold above their floors, saturating at UINT64_MAX.
+  static std::uint64_t chargeable_sum(const KeyState& state);
+
   // What `key`'s bucket is to be charged for `merged` (the result of a merge
-  // of `key`): the increase, with history counted only while the key's
-  // history charged so far stays within `history_cap` (the key's burst).
+  // of `key`): the chargeable increase, with history counted only while the
+  // key's history charged so far stays within `history_cap` (the key's burst).
   std::uint64_t charge_for(std::string_view key, const Merged& merged, std::uint64_t history_cap);
 
   const KeyState* find(std::string_view key) const;
@@ -123,6 +166,10 @@ class Ledger {
   void visit_slice(std::size_t max_visits,
                    const std::function<void(const std::string&, const KeyState&)>& visit);
 
+  // Calls visit(key, state) for every key, moving no cursor (for reports).
+  void for_each_key(
+      const std::function<void(const std::string&, const KeyState&)>& visit) const;
+
   // Forgets keys for which `forget(key, state)` is true, visiting at most
   // `max_visits`. Returns the number forgotten.
   std::size_t sweep(std::size_t max_visits,
@@ -147,6 +194,9 @@ class Ledger {
   // next retransmit_rounds_ rounds.
   KeyState& touch(Keys::iterator it, Entry& entry, TimeUs now);
   static void sent_entries(KeyState& state);
+  // The floor of (origin, incarnation) in the key's applied reset; 0 for none.
+  static std::uint64_t floor_of(const KeyState& state, std::uint32_t origin,
+                                std::uint64_t incarnation);
 
   Keys keys_;
   std::vector<std::string> origins_{""};  // [0] is self

@@ -719,7 +719,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
   if (out.delay_us > 0) ++stats_.delayed;
 }
 
-std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
+std::size_t Limiter::reset(const CheckInput& input, TimeUs now, CheckOutput& out) {
   out.clear();
   if (!gather</*kCounted=*/true>(input, out)) return 0;
   std::size_t existed = 0;
@@ -728,9 +728,12 @@ std::size_t Limiter::reset(const CheckInput& input, CheckOutput& out) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const bool erased = p.in_table ? table_.erase(key) : states_.erase(key);
     if (erased) ++existed;
-    // The counters stay, the bucket no longer answers for them: its balance
-    // must not raise peers' (only this node is reset).
-    if (options_.replicated) ledger_.mark_uncharged(key);
+    // In a cluster the reset goes to every node: the counters stay, with
+    // floors at what they hold now (the fresh state owes nothing above them).
+    if (options_.replicated && (p.options == nullptr || !p.options->local)) {
+      ledger_.reset_local(key, now);
+      ++stats_.resets_sent;
+    }
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
@@ -802,6 +805,8 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
   const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;
   ++stats_.remote_increases;
+  // All of it below the entry's reset floor: consumption the reset forgave.
+  if (merged.chargeable == 0) return increase;
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   if (!limit || (limit->options != nullptr && limit->options->local)) {
     // Kept and passed on (peers with the rule need it), but nothing to charge.
@@ -809,61 +814,95 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
     ledger_.mark_uncharged(key);
     return increase;
   }
-  // What to charge, once there is a state to charge it to: history
-  // (consumption from before this process started) at most one burst per key.
-  const auto charge_now = [&] {
-    const std::uint64_t owed =
-        ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
-    if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
-    return static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
-  };
-  std::int64_t charge = 0;
+  const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
+  if (!target) return increase;
+  // History (consumption from before this process started): at most one
+  // burst per key. Asked only now that there is a state to charge it to.
+  const std::uint64_t owed =
+      ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
+  charge_target(key, *target, *limit, owed, now);
+  return increase;
+}
+
+std::optional<Limiter::RemoteTarget> Limiter::remote_target(std::string_view key,
+                                                            const CompiledLimit& limit,
+                                                            TimeUs now) {
   const bool room = total_keys() < options_.max_keys;
-  if (limit->in_cell) {
-    const bool token_bucket = limit->token_bucket();
-    StateCell* cell = table_.find(key);
-    if (cell == nullptr) {
-      const StateCell fresh = token_bucket ? StateCell::of(TokenBucket::full(limit->bucket, now))
-                                           : fresh_cell(limit->params, now);
-      cell = room ? table_.insert(key, fresh) : nullptr;
-      if (cell == nullptr) {
-        ++stats_.remote_charges_dropped;
-        ledger_.mark_uncharged(key);
-        return increase;
-      }
-      ++stats_.keys_created;
-    } else if (token_bucket) {
-      cell->as<TokenBucket>().refill(limit->bucket, now);
-    }
-    charge = charge_now();
-    if (token_bucket) {
-      TokenBucket& bucket = cell->as<TokenBucket>();
-      bucket.charge(charge);
-      if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
+  RemoteTarget target;
+  if (limit.in_cell) {
+    const bool token_bucket = limit.token_bucket();
+    target.cell = table_.find(key);
+    if (target.cell == nullptr) {
+      const StateCell fresh = token_bucket ? StateCell::of(TokenBucket::full(limit.bucket, now))
+                                           : fresh_cell(limit.params, now);
+      target.cell = room ? table_.insert(key, fresh) : nullptr;
     } else {
-      charge_remote_cell(*cell, limit->params, charge, now);
+      if (token_bucket) target.cell->as<TokenBucket>().refill(limit.bucket, now);
+      return target;
     }
   } else {
-    RuleState* state = states_.find(key);
-    if (state == nullptr) {
-      state = room ? states_.insert(key, fresh_state(limit->params, now)) : nullptr;
-      if (state == nullptr) {
-        ++stats_.remote_charges_dropped;
-        ledger_.mark_uncharged(key);
-        return increase;
-      }
-      ++stats_.keys_created;
-    }
-    charge = charge_now();
-    charge_remote_state(*state, limit->params, charge, now);
+    target.state = states_.find(key);
+    if (target.state != nullptr) return target;
+    target.state = room ? states_.insert(key, fresh_state(limit.params, now)) : nullptr;
+  }
+  if (target.cell == nullptr && target.state == nullptr) {
+    ++stats_.remote_charges_dropped;
+    ledger_.mark_uncharged(key);
+    return std::nullopt;
+  }
+  ++stats_.keys_created;
+  return target;
+}
+
+void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
+                            const CompiledLimit& limit, std::uint64_t owed, TimeUs now) {
+  if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
+  const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
+  if (target.state != nullptr) {
+    charge_remote_state(*target.state, limit.params, charge, now);
+  } else if (limit.token_bucket()) {
+    TokenBucket& bucket = target.cell->as<TokenBucket>();
+    bucket.charge(charge);
+    if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
+  } else {
+    charge_remote_cell(*target.cell, limit.params, charge, now);
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
-  return increase;
+}
+
+bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index,
+                                std::uint64_t incarnation, std::uint64_t floor,
+                                std::uint64_t epoch, std::uint32_t floor_count, TimeUs now) {
+  const Ledger::FloorMerge merged =
+      ledger_.merge_floor(key, epoch, floor_count, origin_index, incarnation, floor, now);
+  if (merged != Ledger::FloorMerge::kComplete) return merged == Ledger::FloorMerge::kPending;
+  // The reset is complete here: the key's state starts afresh, charged with
+  // what its entries hold above their floors (consumption the node that
+  // reset it had not seen yet), which every node computes alike.
+  ++stats_.resets_applied;
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  if (!limit || (limit->options != nullptr && limit->options->local)) {
+    if (!table_.erase(key)) states_.erase(key);
+    return true;
+  }
+  if (limit->in_cell) {
+    table_.erase(key);
+  } else {
+    states_.erase(key);
+  }
+  const Ledger::KeyState* state = ledger_.find(key);
+  const std::uint64_t owed = state != nullptr ? Ledger::chargeable_sum(*state) : 0;
+  if (owed == 0) return true;
+  const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
+  if (target) charge_target(key, *target, *limit, owed, now);
+  return true;
 }
 
 std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
                                                      const Ledger::KeyState& state, TimeUs now) {
-  if (state.uncharged) return std::nullopt;
+  // A reset key's state answers for its entries above their floors, which a
+  // peer with another reset (or none yet) would misread: no balances.
+  if (state.uncharged || state.reset || state.pending) return std::nullopt;
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   if (!limit || !limit->token_bucket() || (limit->options != nullptr && limit->options->local)) {
     return std::nullopt;
@@ -887,7 +926,7 @@ std::int64_t Limiter::raise_balance(std::string_view key, std::int64_t balance,
   const Ledger::KeyState* state = ledger_.find(key);
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   if (state == nullptr || !limit || !limit->token_bucket() ||
-      (limit->options != nullptr && limit->options->local)) {
+      (limit->options != nullptr && limit->options->local) || state->reset || state->pending) {
     return 0;
   }
   StateCell* cell = table_.find(key);

@@ -162,6 +162,8 @@ struct LimiterStats {
   std::uint64_t leases_released = 0;
   std::uint64_t leases_unknown = 0;  // release/extend of no live lease
   std::uint64_t keys_reset = 0;
+  std::uint64_t resets_sent = 0;     // keys reset here, sent to the cluster
+  std::uint64_t resets_applied = 0;  // resets from peers applied here
   // Cluster.
   std::uint64_t remote_increases = 0;        // counter entries that raised what we knew
   std::uint64_t remote_tokens_charged = 0;   // tokens charged into buckets for peers
@@ -206,10 +208,10 @@ class Limiter {
   void shape(const CheckInput& input, CheckShape& out);
 
   // Forgets the state of every key the check would touch (as if never used);
-  // `out.rules` names them (remaining etc. unset). The ledger's counters are
-  // kept, so in a cluster only this node's state is reset. Returns the number
-  // of keys that existed.
-  std::size_t reset(const CheckInput& input, CheckOutput& out);
+  // `out.rules` names them (remaining etc. unset). Replicated, each key's
+  // reset goes to the whole cluster (Ledger::reset_local): every node resets
+  // the key once it hears. Returns the number of keys that existed here.
+  std::size_t reset(const CheckInput& input, TimeUs now, CheckOutput& out);
 
   // Releases (or, with `extend`, restarts the TTL of) the lease `id` of the
   // concurrency key `key` (RuleVerdict::key).
@@ -248,6 +250,13 @@ class Limiter {
   // kNoOrigin): a payload's entries share a few origins, interned once each.
   std::uint64_t merge_remote(std::string_view key, std::uint32_t origin_index,
                              std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
+  // Merges a peer's floor of the reset `epoch` of `key` (Ledger::merge_floor,
+  // origin interned); when that completes the reset, resets the key's state
+  // and charges it with what its entries hold above their floors. Returns
+  // true when the floor was news (pending or completing a reset).
+  bool merge_reset_floor(std::string_view key, std::uint32_t origin_index,
+                         std::uint64_t incarnation, std::uint64_t floor, std::uint64_t epoch,
+                         std::uint32_t floor_count, TimeUs now);
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.
@@ -294,6 +303,19 @@ class Limiter {
   // The limit of the key `key` names, if its rule (or the inline limit
   // encoded in it) is known here. Inline limits are token buckets.
   std::optional<CompiledLimit> limit_for_key(std::string_view key) const;
+  // Where a remote charge of a key goes: its cell or its state, found or
+  // made fresh (a found token bucket refilled to `now`). nullopt when none
+  // can be made (the key table is full): counted, the key marked uncharged.
+  struct RemoteTarget {
+    StateCell* cell = nullptr;
+    RuleState* state = nullptr;
+  };
+  std::optional<RemoteTarget> remote_target(std::string_view key, const CompiledLimit& limit,
+                                            TimeUs now);
+  // Charges `owed` (capped at kMaxTokens; a cap or a saturated bucket marks
+  // the key uncharged) into `target`.
+  void charge_target(std::string_view key, const RemoteTarget& target, const CompiledLimit& limit,
+                     std::uint64_t owed, TimeUs now);
   // Validates the check, applies exemptions and fills pending_ with the
   // keys the check touches. False when `out` is already the answer.
   // kCounted: count what it decides (exempt, unmatched, invalid) in stats_;

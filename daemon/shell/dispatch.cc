@@ -143,7 +143,7 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
       return handle_release(request.release(), now, response);
     case v1::Request::kReset:
       ++counters_.reset_requests;
-      return handle_reset(request.reset(), response);
+      return handle_reset(request.reset(), now, response);
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -250,7 +250,8 @@ Outcome Dispatcher::handle_release(const v1::ReleaseRequest& body, core::TimeUs 
   return {};
 }
 
-Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, v1::Response& response) {
+Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, core::TimeUs now,
+                                 v1::Response& response) {
   if (!settings_.allow_reset) {
     ++counters_.resets_refused;
     return set_error(response, v1::Error::NOT_ALLOWED,
@@ -272,7 +273,7 @@ Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, v1::Response& res
   core::CheckInput input;
   std::size_t existed = 0;
   if (std::string why = make_input(fields, input); why.empty()) {
-    existed = limiter_.reset(input, output_);
+    existed = limiter_.reset(input, now, output_);
   } else {
     set_invalid(std::move(why));
   }

@@ -93,7 +93,7 @@ class Dispatcher {
   Outcome handle_check(const v1::CheckRequest& body, core::TimeUs now, v1::Response& response);
   Outcome handle_release(const v1::ReleaseRequest& body, core::TimeUs now,
                          v1::Response& response);
-  Outcome handle_reset(const v1::ResetRequest& body, v1::Response& response);
+  Outcome handle_reset(const v1::ResetRequest& body, core::TimeUs now, v1::Response& response);
   // Fills `input` from `check` (descriptors from descriptors_). Returns why
   // the check's values do not fit the core's types, or "" when they do.
   std::string make_input(const CheckFields& check, core::CheckInput& input);

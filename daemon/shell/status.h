@@ -40,7 +40,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 24 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 26 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -58,6 +58,8 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("leases_released"), s.leases_released);
   f(std::string_view("leases_unknown"), s.leases_unknown);
   f(std::string_view("keys_reset"), s.keys_reset);
+  f(std::string_view("resets_sent"), s.resets_sent);
+  f(std::string_view("resets_applied"), s.resets_applied);
   f(std::string_view("remote_increases"), s.remote_increases);
   f(std::string_view("remote_tokens_charged"), s.remote_tokens_charged);
   f(std::string_view("remote_unknown_keys"), s.remote_unknown_keys);
@@ -71,7 +73,7 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
 // Calls f(name, value) for every field of ClusterStats, in declaration order.
 template <typename F>
 void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
-  static_assert(sizeof(core::ClusterStats) == 17 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::ClusterStats) == 18 * sizeof(std::uint64_t),
                 "list every ClusterStats field in for_each_cluster_stat");
   f(std::string_view("cluster_packets_out"), s.packets_out);
   f(std::string_view("cluster_bytes_out"), s.bytes_out);
@@ -90,6 +92,7 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
   f(std::string_view("cluster_balances_sent"), s.balances_sent);
   f(std::string_view("cluster_balances_received"), s.balances_received);
   f(std::string_view("cluster_balances_raised"), s.balances_raised);
+  f(std::string_view("cluster_reset_floors_received"), s.reset_floors_received);
 }
 
 // Calls f(name, value) for every field of MembershipStats, in declaration

@@ -38,7 +38,7 @@ struct SimNode {
 class Sim {
  public:
   Sim(int n, const RuleSet& rules, double loss, std::uint64_t seed, ClusterOptions base = {})
-      : rng_(seed), loss_(loss) {
+      : rng_(seed), loss_(loss), rules_(rules), seed_(seed) {
     for (int i = 0; i < n; ++i) {
       ClusterOptions options = base;
       options.cluster_name = "sim";
@@ -55,6 +55,7 @@ class Sim {
       sim.node = std::make_unique<ClusterNode>(options, *sim.limiter, seed * 31 + static_cast<std::uint64_t>(i));
       by_address_[options.membership.address] = static_cast<std::size_t>(i);
       nodes_.push_back(std::move(sim));
+      options_.push_back(options);
     }
     for (SimNode& s : nodes_) s.node->start(now_);
     collect();
@@ -92,6 +93,26 @@ class Sim {
     nodes_[i].limiter->check({d, 0, nullptr}, now_, out);
     return out.rules[0].remaining;
   }
+  // Resets `api`'s key on node i (rlimitctl reset).
+  std::size_t reset(std::size_t i, const char* api) {
+    const Descriptor d[] = {{"api", api}};
+    CheckOutput out;
+    return nodes_[i].limiter->reset({d, 1, nullptr}, now_, out);
+  }
+  // Node i's process dies: it sends and receives nothing.
+  void crash(std::size_t i) { nodes_[i].up = false; }
+  // ... and starts again with its memory lost and a larger incarnation.
+  void restart(std::size_t i) {
+    ClusterOptions& options = options_[i];
+    options.membership.incarnation += 1'000'000;
+    SimNode& sim = nodes_[i];
+    sim.node.reset();
+    sim.limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, rules_);
+    sim.node = std::make_unique<ClusterNode>(options, *sim.limiter, seed_ * 37 + i);
+    sim.node->start(now_);
+    sim.up = true;
+    collect();
+  }
   SimNode& node(std::size_t i) { return nodes_[i]; }
   std::size_t max_payload_seen() const { return max_payload_; }
   void set_loss(double loss) { loss_ = loss; }
@@ -118,8 +139,11 @@ class Sim {
 
   std::mt19937_64 rng_;
   double loss_;
+  RuleSet rules_;
+  std::uint64_t seed_;
   TimeUs now_ = 1'000'000;
   std::vector<SimNode> nodes_;
+  std::vector<ClusterOptions> options_;
   std::map<std::string, std::size_t> by_address_;
   std::deque<Packet> queue_;
   std::size_t max_payload_ = 0;
@@ -244,6 +268,84 @@ TEST(ClusterNodeTest, ABalanceOnTheWireRaisesOnlyAfterItsEntriesMerged) {
   node.on_payload(message(3, false), now);
   EXPECT_EQ(node.stats().balances_raised, 1u);
   EXPECT_EQ(sim.remaining(0, "a"), 3);  // the run sums to all we hold: 3
+}
+
+// A reset on one node resets the key on every node (docs/cluster.md,
+// "Reset"). Consumption the resetting node had not heard of yet (node 1's 5,
+// in flight) is charged after it, on every node alike.
+TEST(ClusterNodeTest, AResetReachesEveryNodeAndConvergesWithConsumptionInFlight) {
+  Sim sim(4, global_rule(40, 3600 * kUsPerSecond, 40), 0.0, 7);
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 4; ++i) {
+    for (int k = 0; k < 5; ++k) ASSERT_TRUE(sim.check(i, "search"));
+  }
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(sim.remaining(i, "search"), 20) << i;
+  // Node 1 spends 5 more, and node 0 resets before hearing of them.
+  ASSERT_TRUE(sim.check(1, "search", 5));
+  EXPECT_EQ(sim.reset(0, "search"), 1u);
+  EXPECT_EQ(sim.remaining(0, "search"), 40);
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(sim.remaining(i, "search"), 35) << i;
+  for (std::size_t i = 1; i < 4; ++i) {
+    EXPECT_EQ(sim.node(i).limiter->stats().resets_applied, 1u) << i;
+  }
+  EXPECT_EQ(sim.node(0).limiter->stats().resets_sent, 1u);
+  // Consumption after the reset counts once, everywhere.
+  for (std::size_t i = 0; i < 4; ++i) ASSERT_TRUE(sim.check(i, "search"));
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(sim.remaining(i, "search"), 31) << i;
+}
+
+// A reset survives loss and a node that was down when it happened and comes
+// back with its memory lost: anti-entropy brings it the key's entries and
+// the reset's floors, and it ends where the others are. A later reset (on
+// another node) supersedes the first everywhere.
+TEST(ClusterNodeTest, AResetSurvivesLossAndARestartedNode) {
+  Sim sim(5, global_rule(30, 3600 * kUsPerSecond, 30), 0.0, 8);
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) {
+    for (int k = 0; k < 6; ++k) ASSERT_TRUE(sim.check(i, "pay"));
+  }
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(sim.remaining(i, "pay"), 0) << i;
+  sim.crash(4);
+  sim.set_loss(0.3);
+  sim.reset(0, "pay");
+  sim.run(2 * kUsPerSecond);
+  sim.restart(4);
+  sim.run(4 * kUsPerSecond);
+  sim.set_loss(0.0);
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(sim.remaining(i, "pay"), 30) << i;
+  EXPECT_EQ(sim.node(4).limiter->stats().resets_applied, 1u);
+
+  // Spend 10 on node 2, reset on node 3 (after hearing of them): full again.
+  ASSERT_TRUE(sim.check(2, "pay", 10));
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(sim.remaining(i, "pay"), 20) << i;
+  sim.reset(3, "pay");
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(sim.remaining(i, "pay"), 30) << i;
+}
+
+// Two nodes reset one key at the same moment, each with consumption the other
+// has not heard of: one reset wins (the higher epoch) and every node ends in
+// the same state.
+TEST(ClusterNodeTest, ConcurrentResetsConverge) {
+  Sim sim(4, global_rule(50, 3600 * kUsPerSecond, 50), 0.0, 9);
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 4; ++i) ASSERT_TRUE(sim.check(i, "k", 5));
+  sim.run(kUsPerSecond);
+  ASSERT_TRUE(sim.check(0, "k", 3));
+  ASSERT_TRUE(sim.check(1, "k", 4));
+  sim.reset(0, "k");
+  sim.reset(1, "k");
+  sim.run(3 * kUsPerSecond);
+  const std::int64_t reference = sim.remaining(0, "k");
+  // One of the two resets won: 50 less what the winner had not heard of.
+  EXPECT_TRUE(reference == 50 - 4 || reference == 50 - 3) << reference;
+  for (std::size_t i = 1; i < 4; ++i) EXPECT_EQ(sim.remaining(i, "k"), reference) << i;
 }
 
 TEST(ClusterNodeTest, DeterministicForOneSeed) {

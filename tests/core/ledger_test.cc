@@ -131,5 +131,71 @@ TEST(LedgerTest, OriginsKeepTheirIndexAsTheTableGrows) {
   EXPECT_EQ(ledger.origin_count(), 1002u);
 }
 
+// A reset's floors (docs/cluster.md, "Reset"): a reset is applied only once
+// all its floors are here; an older epoch changes nothing; a newer one
+// replaces a pending one; and once applied, consumption up to an entry's
+// floor is not chargeable, above it is.
+TEST(LedgerTest, AResetAppliesWhenAllItsFloorsAreHere) {
+  Ledger ledger = started_at(kOurIncarnation);
+  const std::uint32_t a = ledger.intern_origin("a");
+  const std::uint32_t b = ledger.intern_origin("b");
+  const std::uint64_t inc = kOurIncarnation + 1;
+  ledger.merge("k", a, inc, 100, 10);
+  ledger.merge("k", b, inc, 40, 10);
+  using FM = Ledger::FloorMerge;
+  const std::uint64_t epoch = 5 << 20;
+  EXPECT_EQ(ledger.merge_floor("k", epoch, 2, a, inc, 90, 20), FM::kPending);
+  EXPECT_EQ(ledger.find("k")->reset, nullptr);  // not applied yet
+  EXPECT_EQ(Ledger::chargeable_sum(*ledger.find("k")), 140u);
+  EXPECT_EQ(ledger.merge_floor("k", epoch - 1, 1, a, inc, 100, 20), FM::kOld);
+  EXPECT_EQ(ledger.merge_floor("k", epoch, 2, b, inc, 40, 20), FM::kComplete);
+  // a holds 10 above its floor, b nothing.
+  EXPECT_EQ(Ledger::chargeable_sum(*ledger.find("k")), 10u);
+  Ledger::Merged m = ledger.merge("k", a, inc, 95, 30);  // old news
+  EXPECT_EQ(m.increase, 0u);
+  m = ledger.merge("k", b, inc, 45, 30);
+  EXPECT_EQ(m.increase, 5u);
+  EXPECT_EQ(m.chargeable, 5u);
+  // A new origin the reset had no floor for is chargeable in full.
+  const std::uint32_t c = ledger.intern_origin("c");
+  m = ledger.merge("k", c, inc, 7, 30);
+  EXPECT_EQ(m.chargeable, 7u);
+  // The same or an older epoch again: nothing.
+  EXPECT_EQ(ledger.merge_floor("k", epoch, 2, b, inc, 45, 40), FM::kOld);
+  // A newer reset pending, then replaced by a newer one still, applied.
+  EXPECT_EQ(ledger.merge_floor("k", epoch + (1 << 20), 3, a, inc, 100, 50), FM::kPending);
+  EXPECT_EQ(ledger.merge_floor("k", epoch + (2 << 20), 1, a, inc, 100, 50), FM::kComplete);
+  EXPECT_EQ(ledger.find("k")->pending, nullptr);
+  // Floors above what we hold: entries that arrive later are chargeable only
+  // above them (b's 45 and c's 7 have no floor in this reset).
+  EXPECT_EQ(Ledger::chargeable_sum(*ledger.find("k")), 45u + 7u);
+  m = ledger.merge("k", a, inc, 130, 60);
+  EXPECT_EQ(m.increase, 30u);
+  EXPECT_EQ(m.chargeable, 30u);
+}
+
+// A reset made here: an epoch above every one known, floors at the key's
+// entries (nothing chargeable), and queued for gossip; a key this node never
+// saw still gets a record (one floor of nothing) so the reset travels.
+TEST(LedgerTest, ALocalResetFloorsTheEntriesAndIsGossiped) {
+  Ledger ledger = started_at(kOurIncarnation);
+  const std::uint32_t a = ledger.intern_origin("a");
+  ledger.merge("k", a, 7, 100, 10);
+  ledger.add_local("k", 3, 10);
+  const std::uint64_t first = ledger.reset_local("k", 20);
+  const Ledger::KeyState& state = *ledger.find("k");
+  ASSERT_NE(state.reset, nullptr);
+  EXPECT_EQ(state.reset->floor_count, 2u);
+  EXPECT_EQ(Ledger::chargeable_sum(state), 0u);
+  EXPECT_GT(state.sends_left, 0u);
+  const std::uint64_t second = ledger.reset_local("k", 30);
+  EXPECT_GT(second, first);
+  ledger.reset_local("never-seen", 30);
+  const Ledger::KeyState& empty = *ledger.find("never-seen");
+  ASSERT_NE(empty.reset, nullptr);
+  EXPECT_EQ(empty.reset->floor_count, 0u);
+  EXPECT_EQ(empty.reset->floors.size(), 1u);
+}
+
 }  // namespace
 }  // namespace rlimit::core

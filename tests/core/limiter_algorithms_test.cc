@@ -316,7 +316,7 @@ TEST(LimiterAlgorithmsTest, ResetForgetsTheMatchedKeys) {
   EXPECT_TRUE(bob.check(limiter, kStart).allowed);
   EXPECT_FALSE(alice.check(limiter, kStart).allowed);
   CheckOutput out;
-  EXPECT_EQ(limiter.reset({alice.descriptors, 1, nullptr}, out), 2u);
+  EXPECT_EQ(limiter.reset({alice.descriptors, 1, nullptr}, kStart, out), 2u);
   ASSERT_EQ(out.rules.size(), 2u);
   EXPECT_TRUE(alice.check(limiter, kStart).allowed);
   EXPECT_FALSE(bob.check(limiter, kStart).allowed);  // bob's keys untouched

@@ -413,7 +413,7 @@ TEST(ReplicationTest, ForgivenHistoryAndUnchargedKeysAreNotOffered) {
   // Reset here: the counters stay, the bucket no longer answers for them.
   const Descriptor d[] = {{"user", "x"}};
   CheckOutput out;
-  EXPECT_EQ(b.limiter->reset({d, 1, nullptr}, out), 1u);
+  EXPECT_EQ(b.limiter->reset({d, 1, nullptr}, later, out), 1u);
   const Ledger::KeyState* b_state = b.limiter->ledger().find(key);
   ASSERT_NE(b_state, nullptr);
   EXPECT_EQ(b.limiter->offered_balance(key, *b_state, later), std::nullopt);

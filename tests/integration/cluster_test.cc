@@ -246,6 +246,62 @@ period = "1h"
   }, std::chrono::seconds(15))) << logs();
 }
 
+// rlimitctl reset on one node resets the key on every node, and a node that
+// restarts afterwards (its memory lost) learns the reset with the counters
+// instead of charging the forgiven consumption again.
+TEST_P(ClusterTest, AResetOnOneNodeResetsTheKeyEverywhereAndSurvivesARestart) {
+  constexpr int kNodes = 3;
+  start_cluster(kNodes, R"(
+[[rule]]
+name = "hourly"
+match = { user = { each = true } }
+limit = 10
+period = "1h"
+)");
+  ASSERT_TRUE(eventually([&] { return all_alive(kNodes); }, std::chrono::seconds(15))) << logs();
+  const auto remaining_on = [&](int node) -> std::int64_t {
+    Client c = client(node);
+    const Decision d = c.check({{"user", "dave"}}, 0);
+    return d.rules.empty() ? -1 : static_cast<std::int64_t>(d.rules[0].remaining);
+  };
+  const auto everywhere = [&](std::int64_t remaining) {
+    for (int i = 0; i < kNodes; ++i) {
+      if (remaining_on(i) != remaining) return false;
+    }
+    return true;
+  };
+  {
+    Client c = client(2);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(c.check({{"user", "dave"}}).allowed);
+  }
+  ASSERT_TRUE(eventually([&] { return everywhere(4); }, std::chrono::seconds(10))) << logs();
+
+  {
+    Client c = client(0);
+    std::string error;
+    const std::vector<Descriptor> dave = {{"user", "dave"}};
+    const auto reset = c.reset(dave, &error);
+    ASSERT_TRUE(reset) << error;
+  }
+  EXPECT_TRUE(eventually([&] { return everywhere(10); }, std::chrono::seconds(10))) << logs();
+
+  // Consumption after the reset counts, once.
+  {
+    Client c = client(1);
+    ASSERT_TRUE(c.check({{"user", "dave"}}, 3).allowed);
+  }
+  EXPECT_TRUE(eventually([&] { return everywhere(7); }, std::chrono::seconds(10))) << logs();
+
+  // Node 2 restarts with empty memory: it learns the counters and the reset.
+  daemons_[2]->stop(SIGKILL);
+  start_node(2);
+  ASSERT_TRUE(daemons_[2]->wait_ready(specs_[2].socket)) << daemons_[2]->log();
+  EXPECT_TRUE(eventually([&] { return member_state(0, 2) == "alive"; }, std::chrono::seconds(15)))
+      << logs();
+  EXPECT_TRUE(eventually([&] { return remaining_on(2) == 7; }, std::chrono::seconds(15))) << logs();
+  EXPECT_TRUE(everywhere(7)) << logs();
+}
+
 TEST_P(ClusterTest, GracefulLeaveIsAnnounced) {
   start_cluster(3, kGlobalRule);
   ASSERT_TRUE(eventually([&] { return all_alive(3); }, std::chrono::seconds(15))) << logs();
