@@ -133,7 +133,7 @@ constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
     "algorithm",   "override",     "shaper",      "max_delay",     "max_entries",
     "warmup",      "cold_factor",  "lease_ttl",   "local",         "mode",
-    "soft_percent", "elastic_threshold_percent", "start"};
+    "soft_percent", "elastic_threshold_percent",  "start"};
 constexpr std::string_view kThrottleModes[] = {"hard", "soft", "shadow", "elastic"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
 constexpr std::string_view kExemptKeys[] = {"match", "rules"};
@@ -1108,8 +1108,8 @@ class Loader {
         if (start->get() == "empty") {
           options.start_empty = true;
         } else if (start->get() != "full") {
-          error(*node, prefix + "unknown start " + quote(start->get()) +
-                           " (supported: full, empty)");
+          error(*node,
+                prefix + "unknown start " + quote(start->get()) + " (supported: full, empty)");
         }
       }
     }

@@ -67,8 +67,8 @@ class Ledger {
   };
   struct KeyState {
     std::vector<Entry> entries;
-    std::unique_ptr<Reset> reset;    // the newest reset applied, or none
-    std::unique_ptr<Reset> pending;  // a newer reset whose floors are not all here yet
+    std::unique_ptr<Reset> reset;       // the newest reset applied, or none
+    std::unique_ptr<Reset> pending;     // a newer reset whose floors are not all here yet
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
     std::int32_t own = -1;              // index of our own entry, -1 none
     std::uint16_t sends_left = 0;       // at least the most any of its entries has left
@@ -167,8 +167,7 @@ class Ledger {
                    const std::function<void(const std::string&, const KeyState&)>& visit);
 
   // Calls visit(key, state) for every key, moving no cursor (for reports).
-  void for_each_key(
-      const std::function<void(const std::string&, const KeyState&)>& visit) const;
+  void for_each_key(const std::function<void(const std::string&, const KeyState&)>& visit) const;
 
   // Forgets keys for which `forget(key, state)` is true, visiting at most
   // `max_visits`. Returns the number forgotten.

@@ -871,8 +871,8 @@ void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
 }
 
 bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index,
-                                std::uint64_t incarnation, std::uint64_t floor,
-                                std::uint64_t epoch, std::uint32_t floor_count, TimeUs now) {
+                                std::uint64_t incarnation, std::uint64_t floor, std::uint64_t epoch,
+                                std::uint32_t floor_count, TimeUs now) {
   const Ledger::FloorMerge merged =
       ledger_.merge_floor(key, epoch, floor_count, origin_index, incarnation, floor, now);
   if (merged != Ledger::FloorMerge::kComplete) return merged == Ledger::FloorMerge::kPending;

@@ -513,7 +513,7 @@ std::string Dispatcher::make_input(const CheckFields& check, core::CheckInput& i
       }
       if (check.inline_period_ms > kMaxPeriodMs) {
         return too_big("inline_limit.period_ms", check.inline_period_ms,
-                                   static_cast<std::int64_t>(kMaxPeriodMs));
+                       static_cast<std::int64_t>(kMaxPeriodMs));
       }
       if (check.inline_limit > static_cast<std::uint64_t>(core::kMaxTokens)) {
         return too_big("inline_limit.limit", check.inline_limit, core::kMaxTokens);
@@ -544,7 +544,7 @@ std::string Dispatcher::make_input(const CheckFields& check, core::CheckInput& i
       break;
     default:
       return "mode " + std::to_string(check.mode) +
-                         " is not one this daemon knows (CHECK, PEEK, RESERVE)";
+             " is not one this daemon knows (CHECK, PEEK, RESERVE)";
   }
   // Unset: no bound from the caller (the core's -1). The core checks the range.
   if (check.has_max_wait_us) input.max_wait_us = check.max_wait_us;

@@ -30,9 +30,8 @@ LeaseTokens::LeaseTokens(std::string_view secret) {
       OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
       OSSL_PARAM_construct_end(),
   };
-  if (ctx_ == nullptr ||
-      EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
-                   params) != 1) {
+  if (ctx_ == nullptr || EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(secret.data()),
+                                      secret.size(), params) != 1) {
     EVP_MAC_CTX_free(ctx_);
     throw std::runtime_error("OpenSSL could not set up HMAC-SHA256 for lease tokens");
   }

@@ -195,9 +195,7 @@ TEST(LimiterAlgorithmsTest, ReserveRefusesAWaitJustOverItsBound) {
     // Limiters driven alike are alike: one tells the wait, the others are
     // reserved against bounds around it.
     Caller alice;
-    const auto prime = [&](Limiter& limiter) {
-      EXPECT_TRUE(alice.check(limiter, kStart).allowed);
-    };
+    const auto prime = [&](Limiter& limiter) { EXPECT_TRUE(alice.check(limiter, kStart).allowed); };
     Limiter probe = limiter_of({rule});
     prime(probe);
     const CheckOutput unbounded = alice.check(probe, kStart, 1, CheckMode::kReserve, -1);

@@ -597,9 +597,8 @@ TEST_F(AlgorithmDispatchTest, EveryLeaseGetsAClearStatusAndBadTokensNeverCrash) 
     lease_tokens_.append(token, std::string(40, 'k'), 1);
     return token;
   }();
-  const v1::ReleaseResponse answer =
-      release({"", "short", std::string(24, '\0'), bucket_key_token, lease, lease,
-               std::string(5000, '\xff')});
+  const v1::ReleaseResponse answer = release({"", "short", std::string(24, '\0'), bucket_key_token,
+                                              lease, lease, std::string(5000, '\xff')});
   ASSERT_EQ(answer.statuses_size(), 7);
   EXPECT_EQ(answer.statuses(0), v1::ReleaseResponse::MALFORMED_LEASE);
   EXPECT_EQ(answer.statuses(1), v1::ReleaseResponse::MALFORMED_LEASE);
@@ -629,7 +628,6 @@ TEST_F(AlgorithmDispatchTest, EveryLeaseGetsAClearStatusAndBadTokensNeverCrash) 
   EXPECT_FALSE(outcome.close);
   EXPECT_EQ(response_.error().code(), v1::Error::TOO_MANY_CHECKS);
 }
-
 
 // A lease token cannot be forged: another client who knows the key (it is in
 // every token of the key) and guesses, alters or predicts the id, or signs

@@ -220,7 +220,8 @@ TEST(AccuracyTest, AResetReachesTheWholeClusterAsTheIdealSeesIt) {
   const std::vector<std::vector<std::string>> cases = {{}, {"network.loss=0.1"}, {}};
   for (std::size_t c = 0; c < cases.size(); ++c) {
     Scenario scenario = shipped("reset", cases[c]);
-    if (c == 2) scenario.crashes.push_back({.node = 4, .at_us = 15'000'000, .restart_us = 25'000'000});
+    if (c == 2)
+      scenario.crashes.push_back({.node = 4, .at_us = 15'000'000, .restart_us = 25'000'000});
     for (std::uint64_t seed : {1, 2, 3}) {
       const Results r = run(scenario, seed);
       EXPECT_EQ(r.resets, 3u) << "case " << c << " seed " << seed;
