@@ -118,6 +118,19 @@ void print_table(const Results& r, std::ostream& out) {
           fixed(static_cast<double>(r.worst_under_window) / std::max(1e-9, r.limit_per_window()),
                 2) +
           " x the limit per window");
+  const auto limits = [&](std::int64_t tokens) {
+    return fixed(static_cast<double>(tokens) / std::max(1e-9, r.limit_per_window()), 2) +
+           " x the limit";
+  };
+  row(out, "most in a first " + format_seconds(r.window_us) + " window",
+      std::to_string(r.first_window_admitted), limits(r.first_window_admitted) + " (cold start)");
+  row(out, "most in a later window", std::to_string(r.worst_window_admitted),
+      "at " + format_seconds(r.worst_window_at_us) + ", " + limits(r.worst_window_admitted));
+  if (r.least_window_admitted >= 0) {
+    row(out, "fewest in a later window", std::to_string(r.least_window_admitted),
+        "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
+            " (of those whose demand reached the limit)");
+  }
   row(out, "peak cumulative excess", std::to_string(r.peak_excess),
       "at " + format_seconds(r.peak_excess_at_us) + " (admitted - ideal since the start)");
   row(out, "excess at the end", std::to_string(r.final_excess), "(what is not repaid yet)");
@@ -223,6 +236,11 @@ void write_json(const Results& r, std::ostream& out) {
       << ",\n";
   out << "  \"worst_window_under_tokens\": " << r.worst_under_window << ",\n";
   out << "  \"worst_window_under_at_s\": " << num(seconds(r.worst_under_at_us)) << ",\n";
+  out << "  \"first_window_admitted_tokens\": " << r.first_window_admitted << ",\n";
+  out << "  \"worst_window_admitted_tokens\": " << r.worst_window_admitted << ",\n";
+  out << "  \"worst_window_admitted_at_s\": " << num(seconds(r.worst_window_at_us)) << ",\n";
+  out << "  \"least_window_admitted_tokens\": " << r.least_window_admitted << ",\n";
+  out << "  \"least_window_admitted_at_s\": " << num(seconds(r.least_window_at_us)) << ",\n";
   out << "  \"peak_excess_tokens\": " << r.peak_excess << ",\n";
   out << "  \"peak_excess_at_s\": " << num(seconds(r.peak_excess_at_us)) << ",\n";
   out << "  \"final_excess_tokens\": " << r.final_excess << ",\n";

@@ -94,6 +94,15 @@ struct Results {
   TimeUs worst_over_at_us = 0;         // the window's start
   std::int64_t worst_under_window = 0;
   TimeUs worst_under_at_us = 0;
+  // Absolute admissions per window (sliding by sample_us over the traffic):
+  // the most in a window that starts within the first window of traffic
+  // (cold start), the most and the fewest in a later one (the fewest only
+  // among windows whose arrivals reach the limit: -1 if none did).
+  std::int64_t first_window_admitted = 0;
+  std::int64_t worst_window_admitted = 0;
+  TimeUs worst_window_at_us = 0;
+  std::int64_t least_window_admitted = -1;
+  TimeUs least_window_at_us = 0;
   std::int64_t peak_excess = 0;  // max over time of cumulative (admitted - ideal)
   TimeUs peak_excess_at_us = 0;
   std::int64_t final_excess = 0;

@@ -225,6 +225,7 @@ void read_cluster(Reader& r, ClusterParams& c) {
   r.integer("max_piggyback", m.max_piggyback, 0, 1000);
   r.duration("tick", c.tick_us, 0);
   r.duration("sweep_interval", c.sweep_interval_us, 1000);
+  r.boolean("fair_share", c.fair_share);
   r.integer("sweep_batch", c.sweep_batch, 1, 100'000'000);
   o.max_payload_bytes = c.mtu_bytes - kEnvelopeBytes;
 }

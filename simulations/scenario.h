@@ -29,6 +29,7 @@ struct ClusterParams {
   TimeUs tick_us = 0;              // 0: as rlimitd, clamp(gossip_interval, 1ms, 5ms)
   TimeUs sweep_interval_us = 100'000;
   std::uint32_t sweep_batch = 10'000;
+  bool fair_share = true;  // LimiterOptions::fair_share, for before/after runs
 };
 
 // The peer envelope rlimitd wraps around every payload: "RLP1", key id, HMAC-SHA256.

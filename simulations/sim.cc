@@ -201,6 +201,7 @@ class Simulation {
     NodeResult& result = r_.per_node[i];
     core::LimiterOptions limiter_options;
     limiter_options.replicated = true;
+    limiter_options.fair_share = s_.cluster.fair_share;
     node.limiter = std::make_unique<core::Limiter>(limiter_options, s_.rules);
     core::ClusterOptions options = s_.cluster.options;
     options.cluster_name = "sim";
@@ -566,7 +567,14 @@ class Simulation {
     std::int64_t cumulative = 0;
     std::vector<std::int64_t> prefix(
         1, 0);  // prefix[j]: sum of (admitted - ideal) of bins [first, first + j)
+    // The same of admitted and of arrivals alone, for the absolute figures.
+    std::vector<std::int64_t> admitted_prefix(1, 0);
+    std::vector<std::int64_t> arrivals_prefix(1, 0);
     for (std::size_t b = first; b < last; ++b) {
+      admitted_prefix.push_back(admitted_prefix.back() +
+                                static_cast<std::int64_t>(series.admitted[b]));
+      arrivals_prefix.push_back(arrivals_prefix.back() +
+                                static_cast<std::int64_t>(series.arrivals[b]));
       const std::int64_t d = static_cast<std::int64_t>(series.admitted[b]) -
                              static_cast<std::int64_t>(series.ideal[b]);
       cumulative += d;
@@ -589,6 +597,22 @@ class Simulation {
       if (-d > r_.worst_under_window) {
         r_.worst_under_window = -d;
         r_.worst_under_at_us = at;
+      }
+      const std::size_t end = std::min(bins, j + w);
+      const std::int64_t admitted = admitted_prefix[end] - admitted_prefix[j];
+      if (j < w) {
+        r_.first_window_admitted = std::max(r_.first_window_admitted, admitted);
+        continue;
+      }
+      if (admitted > r_.worst_window_admitted) {
+        r_.worst_window_admitted = admitted;
+        r_.worst_window_at_us = at;
+      }
+      const double arrivals = static_cast<double>(arrivals_prefix[end] - arrivals_prefix[j]);
+      if (arrivals >= r_.limit_per_window() &&
+          (r_.least_window_admitted < 0 || admitted < r_.least_window_admitted)) {
+        r_.least_window_admitted = admitted;
+        r_.least_window_at_us = at;
       }
     }
   }

@@ -449,9 +449,14 @@ void ClusterNode::tick(TimeUs now) {
 void ClusterNode::gossip_round(TimeUs now) {
   Ledger& ledger = limiter_.ledger();
   std::vector<const Member*> peers = membership_.live_peers();
-  ledger.set_retransmit_rounds(options_.retransmit_rounds > 0
+  const std::uint16_t rounds = options_.retransmit_rounds > 0
                                    ? static_cast<std::uint16_t>(options_.retransmit_rounds)
-                                   : default_rounds(peers.size(), options_.fanout));
+                                   : default_rounds(peers.size(), options_.fanout);
+  ledger.set_retransmit_rounds(rounds);
+  // News of a change reaches every node within about its rounds of gossip.
+  limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
+                           .horizon_us = options_.gossip_interval_us * (rounds + 1),
+                           .probe_us = options_.gossip_interval_us * (rounds + 1)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   if (options_.fanout > 0 && peers.size() > options_.fanout) {

@@ -148,6 +148,24 @@ std::uint64_t epoch_mark(std::string_view id) {
 
 }  // namespace
 
+Ledger::KeyState& Ledger::share_state(std::string_view key, TimeUs now) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) {
+    it = keys_.emplace(std::string(key), KeyState{}).first;
+    it->second.changed_us = now;
+  }
+  KeyState& state = it->second;
+  if (!state.share) state.share = std::make_unique<FairShare>();
+  return state;
+}
+
+std::uint64_t Ledger::dither_seed(std::string_view key) const {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const char c : key) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  for (const char c : self_id()) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash;
+}
+
 std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
@@ -162,6 +180,7 @@ std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
   if (reset->floors.empty()) reset->floors.push_back(Entry{0, 0, 0, 0});
   state.reset = std::move(reset);
   state.pending.reset();
+  state.share.reset();  // the key starts afresh: so does its share
   for (Entry& floor : state.reset->floors) touch(it, floor, now);
   return state.reset->epoch;
 }
@@ -198,6 +217,7 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
   state.pending->floor_count = std::max(state.pending->floor_count, floor_count);
   if (floors.size() < state.pending->floor_count) return FloorMerge::kPending;
   state.reset = std::move(state.pending);
+  state.share.reset();
   return FloorMerge::kComplete;
 }
 

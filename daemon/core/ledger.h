@@ -47,6 +47,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fair_share.h"
 #include "core/time.h"
 
 namespace rlimit::core {
@@ -69,6 +70,7 @@ class Ledger {
     std::vector<Entry> entries;
     std::unique_ptr<Reset> reset;       // the newest reset applied, or none
     std::unique_ptr<Reset> pending;     // a newer reset whose floors are not all here yet
+    std::unique_ptr<FairShare> share;   // this node's share, once it checked the key
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
     std::int32_t own = -1;              // index of our own entry, -1 none
     std::uint16_t sends_left = 0;       // at least the most any of its entries has left
@@ -130,6 +132,13 @@ class Ledger {
   // (nothing is chargeable: the caller resets the key's state to fresh) and
   // queued for gossip. Returns the epoch.
   std::uint64_t reset_local(std::string_view key, TimeUs now);
+  // The state of `key` with its fair share, both made if missing (a key
+  // made here counts as changed now, so the sweep keeps its share for the
+  // key's retention).
+  KeyState& share_state(std::string_view key, TimeUs now);
+  // A hash of `key` and this node, for a share's dither.
+  std::uint64_t dither_seed(std::string_view key) const;
+
   // What a key's state is to be charged with after its reset: the sum of
   // what its entries hold above their floors, saturating at UINT64_MAX.
   static std::uint64_t chargeable_sum(const KeyState& state);

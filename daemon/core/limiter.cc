@@ -238,6 +238,11 @@ struct Limiter::Pending {
   // The decision (the verdict it came from, when one was built, is in the
   // scratch).
   alg::ThrottleDecision decision;
+  // Fair shares: the key's share when gated (spent on charge), and when the
+  // share refused what the algorithm allowed, until its next epoch.
+  FairShare* share = nullptr;
+  std::int64_t share_retry_us = 0;
+  std::uint32_t rule = kNoRule;  // index into the rules (for rule_spread_)
 
   StateCell& current() { return cell != nullptr ? *cell : fresh; }
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
@@ -361,6 +366,9 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     };
     compile(rule.params);
     for (const Override& o : rule.overrides) compile(o.params);
+    const bool per_descriptor = std::any_of(rule.match.begin(), rule.match.end(),
+                                            [](const DescriptorMatch& m) { return m.value.each; });
+    for (CompiledLimit& limit : limits) limit.per_descriptor = per_descriptor;
   }
   // Plans last: they point into set and limits, which are complete now.
   for (std::size_t r = 0; r < next->set.rules.size(); ++r) {
@@ -387,6 +395,8 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     next->exemption_matches.push_back(compile_steps(exemption.match, next->steps));
   }
   compiled_ = std::move(next);
+  // Learned per rule, and the rules are new: learned again.
+  rule_spread_.assign(compiled_->set.rules.size() + 1, 0);
   return summary;
 }
 
@@ -479,6 +489,7 @@ bool Limiter::gather(const CheckInput& input, CheckOutput& out) {
     const Rule& rule = compiled.set.rules[r];
     const std::uint8_t override_index = compiled.override_of(plan, input.descriptors);
     Pending& p = add_pending();
+    p.rule = static_cast<std::uint32_t>(r);
     p.name = rule.name;
     p.limit = &plan.limits[override_index];
     p.options = &rule.options;
@@ -552,12 +563,62 @@ void Limiter::prefetch(const CheckInput& input) {
   }
 }
 
+bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headroom,
+                           const CheckInput& input, TimeUs now) {
+  Ledger::KeyState& state = ledger_.share_state(key, now);
+  FairShare& share = *state.share;
+  p.share = &share;
+  if (share.due(now)) {
+    ShareInputs in;
+    in.headroom = headroom;
+    in.refill = static_cast<std::int64_t>(
+        std::min<__int128>(static_cast<__int128>(p.params.limit) * share_view_.horizon_us /
+                               std::max<std::int64_t>(1, p.params.period_us),
+                           kMaxTokens));
+    in.per_descriptor = p.limit == nullptr || p.limit->per_descriptor;
+    in.origins = static_cast<std::uint32_t>(state.entries.size());
+    // How many nodes spend on a key of this rule, learned from its keys'
+    // epochs (x16, a running average): the inline limits share one slot.
+    const std::size_t slot = p.rule == kNoRule ? rule_spread_.size() - 1 : p.rule;
+    std::uint32_t& spread_x16 = rule_spread_[slot];
+    in.probe_new = !in.per_descriptor || spread_x16 >= 2 * 16;
+    if (state.own >= 0 || in.origins > 0) {
+      spread_x16 = (3 * spread_x16 + 16 * std::max<std::uint32_t>(1, in.origins)) / 4;
+    }
+    in.has_own = state.own >= 0;
+    if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
+    in.all_consumed = Ledger::consumed_sum(state);
+    in.dither_seed = ledger_.dither_seed(key);
+    share.start_epoch(share_view_, in, now);
+    ++stats_.share_epochs;
+    if (share.probing()) ++stats_.share_probes;
+  }
+  switch (share.ask(input.cost, now)) {
+    case FairShare::Answer::kCredit:
+      return true;
+    case FairShare::Answer::kSparse:
+      p.share = nullptr;  // spends no share
+      return true;
+    case FairShare::Answer::kRefused:
+      break;
+  }
+  p.share_retry_us = std::max<std::int64_t>(1, share.epoch_end_us() - now);
+  return false;
+}
+
 Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
   const bool reserve = input.mode == CheckMode::kReserve;
+  // Fair shares gate what a replicated rule's algorithm admits (a peek and
+  // a cost of 0 spend nothing: no gate).
+  const bool shared = options_.replicated && options_.fair_share && share_view_.live_nodes > 1 &&
+                      input.cost > 0 && input.mode != CheckMode::kPeek;
   Tally tally;
   for (Pending& p : pending()) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const AlgorithmOptions& options = *p.options;
+    const bool gated = shared && !options.local;
+    p.share = nullptr;
+    p.share_retry_us = 0;
     if (p.token_bucket) {
       p.cell = table_.find(key);
       if (p.cell != nullptr) {
@@ -569,7 +630,8 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
       }
       if (p.hard_token_bucket && !reserve) {
         // The common case, without building a verdict.
-        const bool ok = p.bucket().allows(input.cost);
+        bool ok = p.bucket().allows(input.cost);
+        if (ok && gated) ok = share_admits(p, key, p.bucket().tokens(), input, now);
         p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
       } else {
         algorithm_scratch_[p.scratch].verdict = p.token_bucket_verdict(input.cost);
@@ -593,6 +655,15 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     }
     if (!p.hard_token_bucket || reserve) {
       alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
+      // A share that refuses what the algorithm allows refuses as the
+      // algorithm would, so throttle modes and reservations treat it alike.
+      if (v.allowed && gated && !share_admits(p, key, v.remaining + input.cost, input, now)) {
+        v.allowed = false;
+        v.remaining = 0;
+        v.retry_after_us = p.share_retry_us;
+        v.excess = input.cost;
+        v.delay_us = 0;
+      }
       const bool schedules = p.limit == nullptr || p.limit->schedules;
       // Taken now, proceeding when it would have fit: the wait is until the
       // cost fits (retry_after) or, for the rules that hand out waits, the
@@ -688,7 +759,9 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       if (options_.replicated && !p.options->local) {
         ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
+      if (p.share != nullptr) p.share->spend(input.cost);
     }
+    if (p.share_retry_us > 0) ++stats_.share_refused;
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
@@ -701,6 +774,10 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       // After the request when it was admitted (as if, for a peek).
       v.remaining = std::max<std::int64_t>(bucket.tokens() - (peek && allowed ? input.cost : 0), 0);
       v.retry_after_us = p.decision.allowed ? 0 : p.retry_after_us(input.cost);
+      if (p.share_retry_us > 0) {  // the bucket had room, this node's share did not
+        v.remaining = 0;
+        v.retry_after_us = p.share_retry_us;
+      }
       v.reset_after_us = p.reset_after_us();
       continue;
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/divider.h"
+#include "core/fair_share.h"
 #include "core/key_table.h"
 #include "core/ledger.h"
 #include "core/rule.h"
@@ -41,6 +42,9 @@ struct LimiterOptions {
   // Counters of an idle key are kept at least this long, and at least two of
   // the key's periods, after their last change.
   TimeUs counter_retention_min_us = 60'000'000;
+  // Cluster: spend a fair share of a key's balance per news horizon when
+  // others may spend on it too (core/fair_share.h, docs/cluster.md).
+  bool fair_share = true;
 };
 
 struct Descriptor {
@@ -176,6 +180,10 @@ struct LimiterStats {
   // Offers refused because our entries for the key did not cover what the
   // offer stood for (should not happen: the offer's entries are merged first).
   std::uint64_t balance_offers_refused = 0;
+  // Fair shares (core/fair_share.h).
+  std::uint64_t share_refused = 0;  // rule verdicts the algorithm allowed and the share did not
+  std::uint64_t share_epochs = 0;   // shares fixed (once per key per horizon at most)
+  std::uint64_t share_probes = 0;   // of those, probes of a key new here
 };
 
 struct ReplaceSummary {
@@ -229,6 +237,9 @@ class Limiter {
   // Cluster: start keeping counters as origin `origin_id`, process
   // incarnation `incarnation` (larger on every restart), at time `now`.
   void enable_replication(std::string origin_id, std::uint64_t incarnation, TimeUs now);
+  // Cluster: the live nodes and news horizon fair shares use (the cluster
+  // node sets it every gossip round; until then there is no gate).
+  void set_share_view(const ShareView& view) { share_view_ = view; }
   // Merges a peer's absolute counter for `key`; charges the bucket with what
   // it adds to what we knew. Returns that increase (0 for old news).
   std::uint64_t merge_remote(std::string_view key, std::string_view origin,
@@ -298,6 +309,7 @@ class Limiter {
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
     Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
+    bool per_descriptor = false;  // the rule keys on a descriptor's value (`each`)
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit
@@ -330,6 +342,18 @@ class Limiter {
     std::size_t fresh_states = 0;   // StateTable states to insert
   };
   Tally decide(const CheckInput& input, TimeUs now);
+  struct Pending;
+  // Fair shares: true if `p`'s share admits the check's cost, with
+  // `headroom` what the algorithm would admit now. Starts the key's epoch
+  // when due. On a refusal, p.share_retry_us says when the next one starts.
+  bool share_admits(Pending& p, std::string_view key, std::int64_t headroom,
+                    const CheckInput& input, TimeUs now);
+  ShareView share_view_;
+  // Per rule (and one more for inline limits): how many nodes usually spend
+  // on one of its keys, x16, a running average; decides whether a key new
+  // here is probed (ShareInputs::probe_new).
+  std::vector<std::uint32_t> rule_spread_;
+  static constexpr std::uint32_t kNoRule = UINT32_MAX;
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
   KeyTable table_;     // token buckets and every other state that fits a StateCell
@@ -337,7 +361,6 @@ class Limiter {
   Ledger ledger_;
   LimiterStats stats_;
   // Scratch space reused across checks, so a check does not allocate.
-  struct Pending;
   struct AlgorithmScratch;
   // Only grows, like key_scratch_: the first pending_count_ are this check's
   // keys (a push_back per key was a call the compiler would not inline).

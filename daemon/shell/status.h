@@ -40,7 +40,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 26 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 29 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -68,6 +68,9 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("balances_raised"), s.balances_raised);
   f(std::string_view("balance_tokens_raised"), s.balance_tokens_raised);
   f(std::string_view("balance_offers_refused"), s.balance_offers_refused);
+  f(std::string_view("share_refused"), s.share_refused);
+  f(std::string_view("share_epochs"), s.share_epochs);
+  f(std::string_view("share_probes"), s.share_probes);
 }
 
 // Calls f(name, value) for every field of ClusterStats, in declaration order.

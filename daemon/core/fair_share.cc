@@ -1,0 +1,116 @@
+#include "core/fair_share.h"
+
+#include <algorithm>
+
+namespace rlimit::core {
+namespace {
+
+using i128 = __int128;
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Growth of a counter since a mark; an entry replaced by a new incarnation
+// (after garbage collection) starts below it: all of it is growth.
+std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
+  return now_value >= mark ? now_value - mark : now_value;
+}
+
+}  // namespace
+
+void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
+  // Only a debt carries over (a reservation that spent beyond the share).
+  const std::int64_t carry = credit_q16_ != kUnlimited && credit_q16_ < 0 ? credit_q16_ : 0;
+  probing_ = false;
+  asked_ = 0;
+  if (!marked_) {
+    // The first epoch here: news of who else spends may still be arriving.
+    young_until_us_ = now + view.horizon_us;
+    marked_ = true;
+    prev_own_ = mark_own_ = in.own_consumed;
+    prev_all_ = mark_all_ = in.all_consumed;
+    mark_us_ = now;
+  } else if (now - mark_us_ >= kWeightWindowUs) {
+    prev_own_ = mark_own_;
+    prev_all_ = mark_all_;
+    mark_own_ = in.own_consumed;
+    mark_all_ = in.all_consumed;
+    mark_us_ = now;
+  }
+  const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
+  const i128 pool_q16 = (static_cast<i128>(std::max<std::int64_t>(0, in.headroom)) +
+                         std::max<std::int64_t>(0, in.refill))
+                        << kFractionBits;
+  // Up to one unit, so shares below one request admit one with their size
+  // as the probability.
+  const auto dither = static_cast<std::int64_t>(
+      splitmix64(in.dither_seed ^ static_cast<std::uint64_t>(now)) &
+      ((std::uint64_t{1} << kFractionBits) - 1));
+  const auto clamp = [](i128 v) {
+    return static_cast<std::int64_t>(std::min<i128>(v, kUnlimited - 1));
+  };
+
+  const std::uint32_t others = in.origins - (in.has_own && in.origins > 0 ? 1 : 0);
+  if (others == 0) {
+    if (in.has_own || probed_ || !in.probe_new) {
+      probed_ = true;
+      credit_q16_ = kUnlimited;
+      epoch_end_us_ = now + view.horizon_us;
+      return;
+    }
+    // New here, and nobody else known to spend yet: probe at an equal share.
+    probed_ = true;
+    probing_ = true;
+    std::int64_t credit = clamp(pool_q16 / n + dither);
+    // A key per user or tenant: its first request passes (a burst of one or
+    // two split n ways would refuse nearly every first request).
+    if (in.per_descriptor) credit = std::max(credit, std::int64_t{1} << kFractionBits);
+    credit_q16_ = credit + carry;
+    epoch_end_us_ = now + view.probe_us;
+    young_until_us_ = epoch_end_us_ + view.horizon_us;
+    return;
+  }
+
+  // The origins known to spend on the key, this node included.
+  const std::int64_t seen = std::max<std::int64_t>(1, in.origins + (in.has_own ? 0 : 1));
+  constexpr i128 kOne = i128{1} << kFractionBits;
+  // This node's part of the consumption since the previous mark, and of the
+  // current window alone once it spans a few horizons (so a node whose
+  // peers stopped grows its share within a second, not two windows).
+  const std::uint64_t own_long = std::min(since(in.own_consumed, prev_own_),
+                                          since(in.all_consumed, prev_all_));
+  const std::uint64_t all_long = since(in.all_consumed, prev_all_);
+  i128 weight = all_long > 0 ? kOne * own_long / all_long : kOne / seen;
+  const std::uint64_t all_now = since(in.all_consumed, mark_all_);
+  if (now - mark_us_ >= 4 * view.horizon_us && all_now > 0) {
+    const std::uint64_t own_now = std::min(since(in.own_consumed, mark_own_), all_now);
+    weight = std::max(weight, kOne * own_now / all_now);
+  }
+  // An eighth shared equally: no origin starves (a node that has not spent
+  // yet gets 1/(8 seen)), and the weights of one view still sum to one.
+  weight = (7 * weight + kOne / seen) / 8;
+  // Right after this node first met the key, news of who else spends is
+  // still arriving: every live node may be about to.
+  if (now < young_until_us_) weight = weight * seen / std::max(seen, n);
+  credit_q16_ = clamp(pool_q16 * weight / kOne + dither) + carry;
+  epoch_end_us_ = now + view.horizon_us;
+}
+
+FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) {
+  if (++asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
+  if (credit_q16_ == kUnlimited || credit_q16_ >= (cost << kFractionBits)) return Answer::kCredit;
+  // Sparse demand (Poisson arrivals, a request per node now and then) does
+  // not spend many nodes' shares at once: what the share adds there is
+  // lost statistical multiplexing (a refusal here while another node's
+  // share goes unused). Such a node keeps one request per epoch; a node
+  // that saw dense demand on the key, or that probes a new key, does not.
+  const bool dense = dense_until_us_ >= 0 && now < dense_until_us_;
+  if (asked_ == 1 && !dense && !probing_) return Answer::kSparse;
+  return Answer::kRefused;
+}
+
+}  // namespace rlimit::core

@@ -1,0 +1,111 @@
+// Fair shares (docs/cluster.md, "Fair shares"): when demand on one key
+// arrives at many nodes at once, each would spend its whole balance before it
+// hears of the others, and the cluster would admit N times the balance. So a
+// node that has reason to believe others spend on a key spends, per epoch of
+// one news horizon (the time a change takes to reach every node), only its
+// share of the balance plus what refills in the epoch; by the next epoch the
+// others' spending has arrived and lowered the balance it shares out.
+//
+// The share, fixed at each epoch's start, from the key's ledger entries:
+// - no other origin consumed from the key: the whole balance, if this node
+//   consumed from it before (a key one node uses keeps its burst) or probed
+//   it before; otherwise (a key new here) a probe of one epoch at 1/n of it
+//   (n: live nodes) that unlocks if no news of another node comes, when
+//   there is reason to believe others may spend on it too (ShareInputs::
+//   probe_new), else the whole balance;
+// - others did: this node's part of the key's recent consumption (demand
+//   proportional, as DRL), scaled down when the key is used by at least
+//   half the live nodes (those that have not spent yet are invisible), and
+//   at least half an equal share.
+// A share below one request is dithered (admit one with that probability,
+// from a hash of the key, the node and the time: deterministic), so many
+// nodes with tiny shares admit about their sum, not all or none.
+//
+// Pure and deterministic; the Limiter calls it on the request path only when
+// the algorithm admits (a compare and a subtract); epochs start at most once
+// per horizon per key. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "core/time.h"
+
+namespace rlimit::core {
+
+// What the cluster tells the Limiter each gossip round.
+struct ShareView {
+  std::uint32_t live_nodes = 1;  // this node and its live peers; 1: no gate
+  TimeUs horizon_us = 0;         // an epoch: gossip interval x (rounds + 1)
+  TimeUs probe_us = 0;           // a new key's probe epoch (3 gossip intervals)
+};
+
+// What the Limiter knows of a key when an epoch starts.
+struct ShareInputs {
+  std::int64_t headroom = 0;      // units the algorithm would admit now (its balance)
+  std::int64_t refill = 0;        // units it regains over one horizon (rounded down)
+  bool per_descriptor = false;    // a key per user/tenant...: a probe admits one request
+  // Whether a key new here is probed: a rule's one shared key always is;
+  // a key per user or tenant is when the rule's keys are usually spent on
+  // by several nodes (a load balancer spreads each user), not when each is
+  // spent on by one (sticky users: nothing says others spend on a new one).
+  bool probe_new = true;
+  std::uint32_t origins = 0;      // origins with an entry for the key, this node included
+  bool has_own = false;           // this node consumed from the key (within retention)
+  std::uint64_t own_consumed = 0;  // this node's entry
+  std::uint64_t all_consumed = 0;  // every entry's sum
+  std::uint64_t dither_seed = 0;  // a hash of the key and the node
+};
+
+class FairShare {
+ public:
+  // How long consumption is weighed for a share: the last one to two of these.
+  static constexpr TimeUs kWeightWindowUs = 2'000'000;
+
+  // True when the epoch ended: start_epoch before admits.
+  bool due(TimeUs now) const { return now >= epoch_end_us_; }
+  // Fixes this epoch's share. `now` >= the last epoch's end.
+  void start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now);
+  enum class Answer {
+    kCredit,   // within the share: spend() it when charged
+    kSparse,   // beyond the share, but the first request of an epoch at a
+               // node whose demand on the key is sparse: admitted as before
+    kRefused,  // beyond the share
+  };
+  // Whether a request of `cost` may pass; counts it towards this node's
+  // demand density.
+  Answer ask(std::int64_t cost, TimeUs now);
+  // Spends `cost` of the share (a reservation may go below zero: the next
+  // epoch repays it).
+  void spend(std::int64_t cost) {
+    if (credit_q16_ != kUnlimited) credit_q16_ -= cost << kFractionBits;
+  }
+  TimeUs epoch_end_us() const { return epoch_end_us_; }
+  bool unlimited() const { return credit_q16_ == kUnlimited; }
+  bool probing() const { return probing_; }
+
+ private:
+  static constexpr int kFractionBits = 16;
+  static constexpr std::int64_t kUnlimited = INT64_MAX;
+  // Requests in one epoch that make a node's demand on the key dense, and
+  // how long it then stays so.
+  static constexpr std::uint32_t kDenseRequests = 4;
+  static constexpr TimeUs kDenseMemoryUs = 60'000'000;
+
+  TimeUs epoch_end_us_ = 0;
+  std::int64_t credit_q16_ = 0;  // units left this epoch, 16 bits of fraction
+  bool probed_ = false;          // a probe ran: no second one
+  std::uint32_t asked_ = 0;      // requests this epoch
+  TimeUs dense_until_us_ = -1;   // demand dense until then (-1: never was)
+  TimeUs young_until_us_ = 0;    // a probe's news may still be arriving: share n ways
+  bool probing_ = false;
+  // Consumption marks, every kWeightWindowUs: the weights cover the time
+  // since the previous mark (one to two windows).
+  bool marked_ = false;
+  TimeUs mark_us_ = 0;
+  std::uint64_t mark_own_ = 0;
+  std::uint64_t mark_all_ = 0;
+  std::uint64_t prev_own_ = 0;
+  std::uint64_t prev_all_ = 0;
+};
+
+}  // namespace rlimit::core
