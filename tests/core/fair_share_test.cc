@@ -1,0 +1,295 @@
+// Fair shares (core/fair_share.h): the share of each epoch, the probe of a
+// key new here, the dither of shares below one request, sparse demand, and
+// the Limiter's gate on every algorithm.
+#include "core/fair_share.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/limiter.h"
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+constexpr TimeUs kHorizonUs = 100'000;
+constexpr TimeUs kStart = 1'000 * kUsPerSecond;
+
+ShareView view_of(std::uint32_t live) {
+  return ShareView{.live_nodes = live, .horizon_us = kHorizonUs, .probe_us = kHorizonUs};
+}
+
+// Requests of cost 1 admitted within the share (kCredit, spent) in one
+// epoch, of `tries`.
+int spend_epoch(FairShare& share, int tries, TimeUs now) {
+  int admitted = 0;
+  for (int i = 0; i < tries; ++i) {
+    if (share.ask(1, now) != FairShare::Answer::kCredit) continue;
+    share.spend(1);
+    ++admitted;
+  }
+  return admitted;
+}
+
+TEST(FairShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsWholeBalance) {
+  FairShare share;
+  ShareInputs in{.headroom = 100, .refill = 10, .origins = 1, .has_own = true,
+                 .own_consumed = 50, .all_consumed = 50};
+  share.start_epoch(view_of(200), in, kStart);
+  EXPECT_TRUE(share.unlimited());
+  EXPECT_EQ(spend_epoch(share, 100, kStart), 100);
+}
+
+TEST(FairShareTest, AKeyNewHereIsProbedAtOneNthThenUnlocksWithoutNews) {
+  FairShare share;
+  ShareInputs in{.headroom = 100, .refill = 10, .dither_seed = 7};
+  share.start_epoch(view_of(10), in, kStart);
+  EXPECT_TRUE(share.probing());
+  EXPECT_FALSE(share.unlimited());
+  // (100 + 10) / 10 = 11, and a dithered twelfth at most.
+  const int probed = spend_epoch(share, 50, kStart);
+  EXPECT_GE(probed, 11);
+  EXPECT_LE(probed, 12);
+  EXPECT_EQ(share.epoch_end_us(), kStart + kHorizonUs);
+  // No news of another node by the probe's end: the whole balance.
+  ASSERT_TRUE(share.due(kStart + kHorizonUs));
+  in.has_own = true;
+  in.origins = 1;
+  share.start_epoch(view_of(10), in, kStart + kHorizonUs);
+  EXPECT_TRUE(share.unlimited());
+}
+
+TEST(FairShareTest, KeysPerUserOfARuleWhoseKeysAreNotSpreadAreNotProbed) {
+  FairShare share;
+  ShareInputs in{.headroom = 10, .per_descriptor = true, .probe_new = false};
+  share.start_epoch(view_of(10), in, kStart);
+  EXPECT_TRUE(share.unlimited());
+  // Probed ones always let their first request through.
+  FairShare probed;
+  in.probe_new = true;
+  in.headroom = 2;
+  probed.start_epoch(view_of(1000), in, kStart);
+  EXPECT_EQ(spend_epoch(probed, 5, kStart), 1);
+}
+
+// Ten nodes that consumed alike: each gets a tenth of balance + refill.
+TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
+  FairShare share;
+  ShareInputs in{.headroom = 100, .refill = 10, .origins = 10, .has_own = true,
+                 .own_consumed = 10, .all_consumed = 100};
+  share.start_epoch(view_of(10), in, kStart);  // first epoch: marks only
+  spend_epoch(share, 0, kStart);
+  in.own_consumed = 20;
+  in.all_consumed = 200;
+  const TimeUs later = kStart + 3 * kUsPerSecond;  // past a weight window
+  share.start_epoch(view_of(10), in, later);
+  in.own_consumed = 30;
+  in.all_consumed = 300;
+  share.start_epoch(view_of(10), in, later + FairShare::kWeightWindowUs);
+  const int admitted = spend_epoch(share, 50, later + FairShare::kWeightWindowUs);
+  EXPECT_GE(admitted, 11);  // 110 / 10
+  EXPECT_LE(admitted, 12);
+}
+
+// A node that did most of the recent consumption gets most of the balance;
+// one that did none still gets an eighth of an equal share.
+TEST(FairShareTest, SharesFollowRecentConsumption) {
+  const auto share_of = [](std::uint64_t own) {
+    FairShare share;
+    ShareInputs in{.headroom = 800, .refill = 0, .origins = 4, .has_own = own > 0,
+                   .own_consumed = 0, .all_consumed = 0};
+    share.start_epoch(view_of(4), in, kStart);
+    in.own_consumed = own;
+    in.all_consumed = 1000;
+    const TimeUs t = kStart + FairShare::kWeightWindowUs;
+    share.start_epoch(view_of(4), in, t);
+    return spend_epoch(share, 2000, t);
+  };
+  // 7/8 x 0.7 + 1/8 x 1/4 = 0.644 of 800.
+  EXPECT_NEAR(share_of(700), 515, 1);
+  // 1/8 x 1/5 (four origins seen and this node) of 800.
+  EXPECT_NEAR(share_of(0), 20, 1);
+}
+
+// Shares below one request: of many nodes with half a request each, about
+// half admit one (the dither differs by node), not all and not none.
+TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
+  int admitted = 0;
+  for (std::uint64_t node = 0; node < 1000; ++node) {
+    FairShare share;
+    ShareInputs in{.headroom = 100, .refill = 0, .dither_seed = node * 0x9e3779b97f4a7c15ull};
+    share.start_epoch(view_of(200), in, kStart);
+    admitted += spend_epoch(share, 10, kStart);
+  }
+  EXPECT_GT(admitted, 420);
+  EXPECT_LT(admitted, 580);
+}
+
+// Sparse demand keeps one request per epoch beyond the share; a node that
+// saw dense demand (4 requests in an epoch) does not, for a while.
+TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
+  FairShare share;
+  ShareInputs in{.headroom = 0, .refill = 0, .origins = 5, .has_own = true,
+                 .own_consumed = 1, .all_consumed = 5};
+  TimeUs t = kStart;
+  share.start_epoch(view_of(5), in, t);
+  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);
+  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);
+  t += kHorizonUs;
+  share.start_epoch(view_of(5), in, t);
+  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);
+  t += kHorizonUs;
+  share.start_epoch(view_of(5), in, t);
+  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);  // dense now
+}
+
+// A reservation spent beyond the share is a debt the next epoch repays.
+TEST(FairShareTest, ADebtCarriesIntoTheNextEpoch) {
+  FairShare share;
+  ShareInputs in{.headroom = 10, .refill = 0, .origins = 2, .has_own = true,
+                 .own_consumed = 5, .all_consumed = 10};
+  share.start_epoch(view_of(2), in, kStart);
+  share.spend(20);  // far beyond
+  share.start_epoch(view_of(2), in, kStart + kHorizonUs);
+  EXPECT_EQ(spend_epoch(share, 10, kStart + kHorizonUs), 0);
+}
+
+// The Limiter's gate, on a replicated limiter whose cluster has 10 live
+// nodes: a key nine other nodes spend on admits about a tenth of its balance
+// per horizon, refuses the rest with retry_after the epoch's end and
+// nothing remaining, for every replicated algorithm; a key only this node
+// spends on is not gated; peeks and costs of 0 change nothing.
+class LimiterShareTest : public ::testing::TestWithParam<Algorithm> {
+ protected:
+  static std::unique_ptr<Limiter> make(Algorithm algorithm, AlgorithmOptions options = {}) {
+    Rule rule;
+    rule.name = "shared";
+    ValueMatcher search;
+    search.kind = ValueMatchKind::kExact;
+    search.pattern = "search";
+    rule.match.push_back({"api", search});
+    rule.params = {1000, kUsPerSecond, 1000};
+    rule.algorithm = algorithm;
+    if (algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp) {
+      options.max_delay_us = 0;
+    }
+    if (algorithm == Algorithm::kLeakyBucket) options.shaper = false;
+    rule.options = options;
+    RuleSet rules;
+    rules.rules.push_back(rule);
+    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
+    limiter->enable_replication("self", 1, 0);
+    limiter->set_share_view(view_of(10));
+    return limiter;
+  }
+  std::unique_ptr<Limiter> owned_;
+  Limiter* make_owned(Algorithm algorithm) {
+    owned_ = make(algorithm);
+    return owned_.get();
+  }
+  static CheckOutput check(Limiter& limiter, TimeUs now, std::int64_t cost = 1,
+                           CheckMode mode = CheckMode::kCheck) {
+    const Descriptor d[] = {{"api", "search"}};
+    CheckInput input{d, cost, nullptr};
+    input.mode = mode;
+    CheckOutput out;
+    limiter.check(input, now, out);
+    return out;
+  }
+};
+
+TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
+  Limiter& limiter = *make_owned(GetParam());
+  // The key's bytes, from a peek.
+  const std::string key(check(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  // Nine peers spent on it within the last seconds (a token each).
+  for (int i = 1; i <= 9; ++i) {
+    limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  }
+  int admitted = 0;
+  CheckOutput refused;
+  for (int i = 0; i < 500; ++i) {
+    const CheckOutput out = check(limiter, kStart + 1);
+    if (out.allowed) {
+      ++admitted;
+    } else if (refused.rules.empty()) {
+      refused = out;
+    }
+  }
+  // A young key (this node's first epoch): shared among the 10 live nodes.
+  EXPECT_GE(admitted, 90);
+  EXPECT_LE(admitted, 112);
+  ASSERT_EQ(refused.rules.size(), 1u);
+  EXPECT_EQ(refused.rules[0].retry_after_us, kHorizonUs);
+  EXPECT_EQ(refused.rules[0].remaining, 0);
+  EXPECT_GT(limiter.stats().share_refused, 0u);
+  EXPECT_EQ(limiter.stats().share_epochs, 1u);
+  // The next epoch shares out again, by what each spent since: only this
+  // node did, so most of it is this node's.
+  int next = 0;
+  for (int i = 0; i < 500; ++i) next += check(limiter, kStart + 1 + kHorizonUs).allowed ? 1 : 0;
+  EXPECT_GT(next, 200);
+  EXPECT_EQ(limiter.stats().share_epochs, 2u);
+}
+
+TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
+  Limiter& limiter = *make_owned(GetParam());
+  ASSERT_TRUE(check(limiter, kStart).allowed);  // the probe's first
+  // No news of another node: after the probe, the whole burst at once.
+  int admitted = 0;
+  for (int i = 0; i < 1200; ++i) admitted += check(limiter, kStart + kHorizonUs).allowed ? 1 : 0;
+  EXPECT_GE(admitted, 900);
+  EXPECT_EQ(limiter.stats().share_probes, 1u);
+}
+
+TEST_P(LimiterShareTest, PeeksAndCostsOfZeroPassNoGate) {
+  Limiter& limiter = *make_owned(GetParam());
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(check(limiter, kStart, 1, CheckMode::kPeek).allowed);
+    EXPECT_TRUE(check(limiter, kStart, 0).allowed);
+  }
+  EXPECT_EQ(limiter.stats().share_epochs, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReplicatedAlgorithms, LimiterShareTest,
+    ::testing::Values(Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
+                      Algorithm::kSlidingWindow, Algorithm::kSlidingLog, Algorithm::kGcra,
+                      Algorithm::kSmoothBursty),
+    [](const ::testing::TestParamInfo<Algorithm>& info) {
+      return std::string(algorithm_name(info.param));
+    });
+
+// A shadow rule admits what its share refuses, and says so.
+TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {
+  Rule rule;
+  rule.name = "shared";
+  ValueMatcher search;
+  search.kind = ValueMatchKind::kExact;
+  search.pattern = "search";
+  rule.match.push_back({"api", search});
+  rule.params = {100, kUsPerSecond, 100};
+  rule.options.throttle.mode = alg::ThrottleMode::kShadow;
+  RuleSet rules;
+  rules.rules.push_back(rule);
+  Limiter limiter({.replicated = true}, std::move(rules));
+  limiter.enable_replication("self", 1, 0);
+  limiter.set_share_view(view_of(10));
+  const Descriptor d[] = {{"api", "search"}};
+  CheckOutput out;
+  int over = 0;
+  for (int i = 0; i < 50; ++i) {
+    limiter.check({d, 1, nullptr}, kStart, out);
+    EXPECT_TRUE(out.allowed);
+    over += out.rules[0].over_limit ? 1 : 0;
+  }
+  EXPECT_GE(over, 35);  // all but about a tenth of 110
+  EXPECT_EQ(limiter.stats().share_refused, static_cast<std::uint64_t>(over));
+}
+
+}  // namespace
+}  // namespace rlimit::core
