@@ -575,6 +575,19 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
         std::min<__int128>(static_cast<__int128>(p.params.limit) * share_view_.horizon_us /
                                std::max<std::int64_t>(1, p.params.period_us),
                            kMaxTokens));
+    if (!p.token_bucket) {
+      // What the algorithm would admit by the epoch's end if nothing more
+      // were spent: a log or a window frees what it admitted a period ago,
+      // which need not come back at the average rate.
+      const AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
+      const TimeUs end = now + share_view_.horizon_us;
+      const alg::Verdict later =
+          p.in_table ? evaluate_cell(p.current(), scratch.effective, input.cost, end)
+                     : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                      scratch.effective, input.cost, end);
+      const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
+      in.refill = std::max(in.refill, headroom_later - headroom);
+    }
     in.per_descriptor = p.limit == nullptr || p.limit->per_descriptor;
     in.origins = static_cast<std::uint32_t>(state.entries.size());
     // How many nodes spend on a key of this rule, learned from its keys'
