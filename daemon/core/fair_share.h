@@ -71,9 +71,14 @@ class FairShare {
                // node whose demand on the key is sparse: admitted as before
     kRefused,  // beyond the share
   };
-  // Whether a request of `cost` may pass; counts it towards this node's
-  // demand density.
-  Answer ask(std::int64_t cost, TimeUs now);
+  // Whether a request of `cost` may pass. Changes nothing: a check may be
+  // decided twice; count() it once.
+  Answer ask(std::int64_t cost, TimeUs now) const;
+  // Counts one request (admitted or not) towards this node's demand
+  // density on the key.
+  void count(TimeUs now) {
+    if (++asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
+  }
   // Spends `cost` of the share (a reservation may go below zero: the next
   // epoch repays it).
   void spend(std::int64_t cost) {
@@ -98,6 +103,7 @@ class FairShare {
   TimeUs dense_until_us_ = -1;   // demand dense until then (-1: never was)
   TimeUs young_until_us_ = 0;    // a probe's news may still be arriving: share n ways
   bool probing_ = false;
+  bool first_passes_ = false;    // a probe of a key per user: its first request passes
   // Consumption marks, every kWeightWindowUs: the weights cover the time
   // since the previous mark (one to two windows).
   bool marked_ = false;

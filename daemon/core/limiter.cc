@@ -240,7 +240,8 @@ struct Limiter::Pending {
   alg::ThrottleDecision decision;
   // Fair shares: the key's share when gated (spent on charge), and when the
   // share refused what the algorithm allowed, until its next epoch.
-  FairShare* share = nullptr;
+  FairShare* share = nullptr;  // set when gated
+  bool share_spends = false;    // admitted within the share: spent on charge
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_spread_)
 
@@ -396,7 +397,7 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   }
   compiled_ = std::move(next);
   // Learned per rule, and the rules are new: learned again.
-  rule_spread_.assign(compiled_->set.rules.size() + 1, 0);
+  rule_spread_.assign(compiled_->set.rules.size() + 1, kSpreadUnknown);
   return summary;
 }
 
@@ -594,9 +595,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // epochs (x16, a running average): the inline limits share one slot.
     const std::size_t slot = p.rule == kNoRule ? rule_spread_.size() - 1 : p.rule;
     std::uint32_t& spread_x16 = rule_spread_[slot];
-    in.probe_new = !in.per_descriptor || spread_x16 >= 2 * 16;
+    in.probe_new = !in.per_descriptor || spread_x16 == kSpreadUnknown || spread_x16 >= 2 * 16;
     if (state.own >= 0 || in.origins > 0) {
-      spread_x16 = (3 * spread_x16 + 16 * std::max<std::uint32_t>(1, in.origins)) / 4;
+      const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
+      spread_x16 = spread_x16 == kSpreadUnknown ? origins_x16 : (3 * spread_x16 + origins_x16) / 4;
     }
     in.has_own = state.own >= 0;
     if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
@@ -608,9 +610,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
   }
   switch (share.ask(input.cost, now)) {
     case FairShare::Answer::kCredit:
+      p.share_spends = true;
       return true;
     case FairShare::Answer::kSparse:
-      p.share = nullptr;  // spends no share
       return true;
     case FairShare::Answer::kRefused:
       break;
@@ -631,6 +633,7 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     const AlgorithmOptions& options = *p.options;
     const bool gated = shared && !options.local;
     p.share = nullptr;
+    p.share_spends = false;
     p.share_retry_us = 0;
     if (p.token_bucket) {
       p.cell = table_.find(key);
@@ -772,8 +775,9 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       if (options_.replicated && !p.options->local) {
         ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
-      if (p.share != nullptr) p.share->spend(input.cost);
+      if (p.share_spends) p.share->spend(input.cost);
     }
+    if (p.share != nullptr) p.share->count(now);
     if (p.share_retry_us > 0) ++stats_.share_refused;
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;

@@ -354,6 +354,7 @@ class Limiter {
   // here is probed (ShareInputs::probe_new).
   std::vector<std::uint32_t> rule_spread_;
   static constexpr std::uint32_t kNoRule = UINT32_MAX;
+  static constexpr std::uint32_t kSpreadUnknown = UINT32_MAX;  // probe until learned
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
   KeyTable table_;     // token buckets and every other state that fits a StateCell

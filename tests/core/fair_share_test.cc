@@ -27,7 +27,9 @@ ShareView view_of(std::uint32_t live) {
 int spend_epoch(FairShare& share, int tries, TimeUs now) {
   int admitted = 0;
   for (int i = 0; i < tries; ++i) {
-    if (share.ask(1, now) != FairShare::Answer::kCredit) continue;
+    const FairShare::Answer answer = share.ask(1, now);
+    share.count(now);
+    if (answer != FairShare::Answer::kCredit) continue;
     share.spend(1);
     ++admitted;
   }
@@ -135,16 +137,22 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   ShareInputs in{.headroom = 0, .refill = 0, .origins = 5, .has_own = true,
                  .own_consumed = 1, .all_consumed = 5};
   TimeUs t = kStart;
+  const auto ask = [&] {
+    const FairShare::Answer answer = share.ask(1, t);
+    share.count(t);
+    return answer;
+  };
   share.start_epoch(view_of(5), in, t);
-  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);
-  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);
+  EXPECT_EQ(ask(), FairShare::Answer::kSparse);
+  EXPECT_EQ(ask(), FairShare::Answer::kRefused);
   t += kHorizonUs;
   share.start_epoch(view_of(5), in, t);
-  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);
+  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);  // asking twice changes nothing
+  EXPECT_EQ(ask(), FairShare::Answer::kSparse);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ask(), FairShare::Answer::kRefused);
   t += kHorizonUs;
   share.start_epoch(view_of(5), in, t);
-  EXPECT_EQ(share.ask(1, t), FairShare::Answer::kRefused);  // dense now
+  EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
 // A reservation spent beyond the share is a debt the next epoch repays.
