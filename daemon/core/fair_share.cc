@@ -26,7 +26,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Only a debt carries over (a reservation that spent beyond the share).
   const std::int64_t carry = credit_q16_ != kUnlimited && credit_q16_ < 0 ? credit_q16_ : 0;
   probing_ = false;
-  first_passes_ = false;
+  sparse_probe_ = false;
   asked_ = 0;
   if (!marked_) {
     // The first epoch here: news of who else spends may still be arriving.
@@ -57,7 +57,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
 
   const std::uint32_t others = in.origins - (in.has_own && in.origins > 0 ? 1 : 0);
   if (others == 0) {
-    if (in.has_own || probed_ || !in.probe_new) {
+    if (in.has_own || probed_ || in.spenders == 0) {
       probed_ = true;
       credit_q16_ = kUnlimited;
       epoch_end_us_ = now + view.horizon_us;
@@ -66,11 +66,11 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     // New here, and nobody else known to spend yet: probe at an equal share.
     probed_ = true;
     probing_ = true;
-    credit_q16_ = clamp(pool_q16 / n + dither) + carry;
-    // A key per user or tenant: its first request passes whatever its cost
-    // (a burst of one or two split n ways would refuse nearly every first
-    // request).
-    first_passes_ = in.per_descriptor;
+    const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
+    credit_q16_ = clamp(pool_q16 / ways + dither) + carry;
+    // Where demand is sparse (a user's requests now and then), a probe
+    // splitting a burst of one or two ways would refuse most first requests.
+    sparse_probe_ = in.sparse_rule;
     epoch_end_us_ = now + view.probe_us;
     young_until_us_ = epoch_end_us_ + view.horizon_us;
     return;
@@ -103,14 +103,12 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
 
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   if (credit_q16_ == kUnlimited || credit_q16_ >= (cost << kFractionBits)) return Answer::kCredit;
-  if (first_passes_ && asked_ == 0) return Answer::kCredit;
   // Sparse demand (Poisson arrivals, a request per node now and then) does
   // not spend many nodes' shares at once: what the share adds there is
   // lost statistical multiplexing (a refusal here while another node's
   // share goes unused). Such a node keeps one request per epoch; a node
   // that saw dense demand on the key, or that probes a new key, does not.
-  const bool dense = dense_until_us_ >= 0 && now < dense_until_us_;
-  if (asked_ == 0 && !dense && !probing_) return Answer::kSparse;
+  if (asked_ == 0 && !dense(now) && (!probing_ || sparse_probe_)) return Answer::kSparse;
   return Answer::kRefused;
 }
 

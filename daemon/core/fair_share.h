@@ -9,10 +9,9 @@
 // The share, fixed at each epoch's start, from the key's ledger entries:
 // - no other origin consumed from the key: the whole balance, if this node
 //   consumed from it before (a key one node uses keeps its burst) or probed
-//   it before; otherwise (a key new here) a probe of one epoch at 1/n of it
-//   (n: live nodes) that unlocks if no news of another node comes, when
-//   there is reason to believe others may spend on it too (ShareInputs::
-//   probe_new), else the whole balance;
+//   it before; otherwise (a key new here) a probe of one epoch that shares
+//   it as many ways as nodes are likely to spend on it (ShareInputs::
+//   spenders) and unlocks if no news of another node comes;
 // - others did: this node's part of the key's recent consumption (demand
 //   proportional, as DRL), scaled down when the key is used by at least
 //   half the live nodes (those that have not spent yet are invisible), and
@@ -43,12 +42,15 @@ struct ShareView {
 struct ShareInputs {
   std::int64_t headroom = 0;      // units the algorithm would admit now (its balance)
   std::int64_t refill = 0;        // units it regains over one horizon (rounded down)
-  bool per_descriptor = false;    // a key per user/tenant...: a probe admits one request
-  // Whether a key new here is probed: a rule's one shared key always is;
-  // a key per user or tenant is when the rule's keys are usually spent on
-  // by several nodes (a load balancer spreads each user), not when each is
-  // spent on by one (sticky users: nothing says others spend on a new one).
-  bool probe_new = true;
+  // How many nodes are likely to spend on a key new here (the rule's keys
+  // are usually spent on by that many; all live nodes while unknown), whose
+  // probe shares its balance that many ways; 0: none is probed (each of the
+  // rule's keys is spent on by one node: nothing says others spend on a new
+  // one, as with sticky users).
+  std::uint32_t spenders = 0;
+  // The rule's keys see sparse demand (no node asked for one of them many
+  // times in an epoch lately): a probe keeps the first request of an epoch.
+  bool sparse_rule = false;
   std::uint32_t origins = 0;      // origins with an entry for the key, this node included
   bool has_own = false;           // this node consumed from the key (within retention)
   std::uint64_t own_consumed = 0;  // this node's entry
@@ -60,6 +62,10 @@ class FairShare {
  public:
   // How long consumption is weighed for a share: the last one to two of these.
   static constexpr TimeUs kWeightWindowUs = 2'000'000;
+  // Requests in one epoch that make a node's demand on the key dense, and
+  // how long it then stays so.
+  static constexpr std::uint32_t kDenseRequests = 4;
+  static constexpr TimeUs kDenseMemoryUs = 60'000'000;
 
   // True when the epoch ended: start_epoch before admits.
   bool due(TimeUs now) const { return now >= epoch_end_us_; }
@@ -87,14 +93,11 @@ class FairShare {
   TimeUs epoch_end_us() const { return epoch_end_us_; }
   bool unlimited() const { return credit_q16_ == kUnlimited; }
   bool probing() const { return probing_; }
+  bool dense(TimeUs now) const { return dense_until_us_ >= 0 && now < dense_until_us_; }
 
  private:
   static constexpr int kFractionBits = 16;
   static constexpr std::int64_t kUnlimited = INT64_MAX;
-  // Requests in one epoch that make a node's demand on the key dense, and
-  // how long it then stays so.
-  static constexpr std::uint32_t kDenseRequests = 4;
-  static constexpr TimeUs kDenseMemoryUs = 60'000'000;
 
   TimeUs epoch_end_us_ = 0;
   std::int64_t credit_q16_ = 0;  // units left this epoch, 16 bits of fraction
@@ -103,7 +106,7 @@ class FairShare {
   TimeUs dense_until_us_ = -1;   // demand dense until then (-1: never was)
   TimeUs young_until_us_ = 0;    // a probe's news may still be arriving: share n ways
   bool probing_ = false;
-  bool first_passes_ = false;    // a probe of a key per user: its first request passes
+  bool sparse_probe_ = false;    // the probe keeps the first request of an epoch
   // Consumption marks, every kWeightWindowUs: the weights cover the time
   // since the previous mark (one to two windows).
   bool marked_ = false;

@@ -367,9 +367,6 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     };
     compile(rule.params);
     for (const Override& o : rule.overrides) compile(o.params);
-    const bool per_descriptor = std::any_of(rule.match.begin(), rule.match.end(),
-                                            [](const DescriptorMatch& m) { return m.value.each; });
-    for (CompiledLimit& limit : limits) limit.per_descriptor = per_descriptor;
   }
   // Plans last: they point into set and limits, which are complete now.
   for (std::size_t r = 0; r < next->set.rules.size(); ++r) {
@@ -397,7 +394,7 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   }
   compiled_ = std::move(next);
   // Learned per rule, and the rules are new: learned again.
-  rule_spread_.assign(compiled_->set.rules.size() + 1, kSpreadUnknown);
+  rule_shares_.assign(compiled_->set.rules.size() + 1, RuleShares{});
   return summary;
 }
 
@@ -589,16 +586,22 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max(in.refill, headroom_later - headroom);
     }
-    in.per_descriptor = p.limit == nullptr || p.limit->per_descriptor;
     in.origins = static_cast<std::uint32_t>(state.entries.size());
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average): the inline limits share one slot.
-    const std::size_t slot = p.rule == kNoRule ? rule_spread_.size() - 1 : p.rule;
-    std::uint32_t& spread_x16 = rule_spread_[slot];
-    in.probe_new = !in.per_descriptor || spread_x16 == kSpreadUnknown || spread_x16 >= 2 * 16;
+    const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
+    RuleShares& rule = rule_shares_[slot];
+    if (rule.spread_x16 == kSpreadUnknown) {
+      in.spenders = share_view_.live_nodes;
+    } else {
+      in.spenders = rule.spread_x16 < 2 * 16 ? 0 : (rule.spread_x16 + 15) / 16;
+      in.sparse_rule = now >= rule.dense_until_us;
+    }
     if (state.own >= 0 || in.origins > 0) {
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
-      spread_x16 = spread_x16 == kSpreadUnknown ? origins_x16 : (3 * spread_x16 + origins_x16) / 4;
+      rule.spread_x16 = rule.spread_x16 == kSpreadUnknown
+                            ? origins_x16
+                            : (3 * rule.spread_x16 + origins_x16) / 4;
     }
     in.has_own = state.own >= 0;
     if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
@@ -777,7 +780,13 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       }
       if (p.share_spends) p.share->spend(input.cost);
     }
-    if (p.share != nullptr) p.share->count(now);
+    if (p.share != nullptr) {
+      p.share->count(now);
+      if (p.share->dense(now)) {
+        const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
+        rule_shares_[slot].dense_until_us = now + FairShare::kDenseMemoryUs;
+      }
+    }
     if (p.share_retry_us > 0) ++stats_.share_refused;
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;

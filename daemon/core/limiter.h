@@ -309,7 +309,6 @@ class Limiter {
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
     Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
-    bool per_descriptor = false;  // the rule keys on a descriptor's value (`each`)
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit
@@ -349,12 +348,15 @@ class Limiter {
   bool share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                     const CheckInput& input, TimeUs now);
   ShareView share_view_;
-  // Per rule (and one more for inline limits): how many nodes usually spend
-  // on one of its keys, x16, a running average; decides whether a key new
-  // here is probed (ShareInputs::probe_new).
-  std::vector<std::uint32_t> rule_spread_;
+  // What fair shares learn of each rule's keys (one more for inline
+  // limits), for probing its new keys (ShareInputs::spenders, sparse_rule).
   static constexpr std::uint32_t kNoRule = UINT32_MAX;
-  static constexpr std::uint32_t kSpreadUnknown = UINT32_MAX;  // probe until learned
+  static constexpr std::uint32_t kSpreadUnknown = UINT32_MAX;  // every live node may spend
+  struct RuleShares {
+    std::uint32_t spread_x16 = kSpreadUnknown;  // nodes spending on one key, x16, running average
+    TimeUs dense_until_us = 0;                  // a key of it saw dense demand lately
+  };
+  std::vector<RuleShares> rule_shares_;
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
   KeyTable table_;     // token buckets and every other state that fits a StateCell

@@ -47,7 +47,7 @@ TEST(FairShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsWholeBalance) {
 
 TEST(FairShareTest, AKeyNewHereIsProbedAtOneNthThenUnlocksWithoutNews) {
   FairShare share;
-  ShareInputs in{.headroom = 100, .refill = 10, .dither_seed = 7};
+  ShareInputs in{.headroom = 100, .refill = 10, .spenders = 10, .dither_seed = 7};
   share.start_epoch(view_of(10), in, kStart);
   EXPECT_TRUE(share.probing());
   EXPECT_FALSE(share.unlimited());
@@ -64,17 +64,24 @@ TEST(FairShareTest, AKeyNewHereIsProbedAtOneNthThenUnlocksWithoutNews) {
   EXPECT_TRUE(share.unlimited());
 }
 
-TEST(FairShareTest, KeysPerUserOfARuleWhoseKeysAreNotSpreadAreNotProbed) {
-  FairShare share;
-  ShareInputs in{.headroom = 10, .per_descriptor = true, .probe_new = false};
-  share.start_epoch(view_of(10), in, kStart);
-  EXPECT_TRUE(share.unlimited());
-  // Probed ones always let their first request through.
-  FairShare probed;
-  in.probe_new = true;
+// A new key of a rule whose keys are each spent on by one node (sticky
+// users) is not probed; one of a rule whose keys five nodes spend on is
+// shared five ways, not a thousand; and where the rule's demand is sparse
+// the probe keeps the first request of an epoch.
+TEST(FairShareTest, ANewKeyIsProbedAsManyWaysAsItsRulesKeysAreSpentOn) {
+  FairShare sticky;
+  ShareInputs in{.headroom = 10, .spenders = 0};
+  sticky.start_epoch(view_of(1000), in, kStart);
+  EXPECT_TRUE(sticky.unlimited());
+  FairShare spread;
+  in.spenders = 5;
+  spread.start_epoch(view_of(1000), in, kStart);
+  EXPECT_EQ(spend_epoch(spread, 10, kStart), 2);  // 10 / 5
+  FairShare sparse;
   in.headroom = 2;
-  probed.start_epoch(view_of(1000), in, kStart);
-  EXPECT_EQ(spend_epoch(probed, 5, kStart), 1);
+  in.sparse_rule = true;
+  sparse.start_epoch(view_of(1000), in, kStart);
+  EXPECT_NE(sparse.ask(1, kStart), FairShare::Answer::kRefused);
 }
 
 // Ten nodes that consumed alike: each gets a tenth of balance + refill.
@@ -122,7 +129,8 @@ TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
   int admitted = 0;
   for (std::uint64_t node = 0; node < 1000; ++node) {
     FairShare share;
-    ShareInputs in{.headroom = 100, .refill = 0, .dither_seed = node * 0x9e3779b97f4a7c15ull};
+    ShareInputs in{.headroom = 100, .refill = 0, .spenders = 200,
+                   .dither_seed = node * 0x9e3779b97f4a7c15ull};
     share.start_epoch(view_of(200), in, kStart);
     admitted += spend_epoch(share, 10, kStart);
   }
