@@ -129,7 +129,7 @@ void print_table(const Results& r, std::ostream& out) {
   if (r.least_window_admitted >= 0) {
     row(out, "fewest in a later window", std::to_string(r.least_window_admitted),
         "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
-            " (of those whose demand reached the limit)");
+            " (of those whose demand reached the limit and the ideal half of it)");
   }
   row(out, "peak cumulative excess", std::to_string(r.peak_excess),
       "at " + format_seconds(r.peak_excess_at_us) + " (admitted - ideal since the start)");

@@ -97,7 +97,8 @@ struct Results {
   // Absolute admissions per window (sliding by sample_us over the traffic):
   // the most in a window that starts within the first window of traffic
   // (cold start), the most and the fewest in a later one (the fewest only
-  // among windows whose arrivals reach the limit: -1 if none did).
+  // among windows whose arrivals reach the limit and in which the perfect
+  // limiter admitted at least half of it: -1 if none did).
   std::int64_t first_window_admitted = 0;
   std::int64_t worst_window_admitted = 0;
   TimeUs worst_window_at_us = 0;

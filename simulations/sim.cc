@@ -570,7 +570,9 @@ class Simulation {
     // The same of admitted and of arrivals alone, for the absolute figures.
     std::vector<std::int64_t> admitted_prefix(1, 0);
     std::vector<std::int64_t> arrivals_prefix(1, 0);
+    std::vector<std::int64_t> ideal_prefix(1, 0);
     for (std::size_t b = first; b < last; ++b) {
+      ideal_prefix.push_back(ideal_prefix.back() + static_cast<std::int64_t>(series.ideal[b]));
       admitted_prefix.push_back(admitted_prefix.back() +
                                 static_cast<std::int64_t>(series.admitted[b]));
       arrivals_prefix.push_back(arrivals_prefix.back() +
@@ -609,7 +611,8 @@ class Simulation {
         r_.worst_window_at_us = at;
       }
       const double arrivals = static_cast<double>(arrivals_prefix[end] - arrivals_prefix[j]);
-      if (arrivals >= r_.limit_per_window() &&
+      const double ideal = static_cast<double>(ideal_prefix[end] - ideal_prefix[j]);
+      if (arrivals >= r_.limit_per_window() && ideal >= 0.5 * r_.limit_per_window() &&
           (r_.least_window_admitted < 0 || admitted < r_.least_window_admitted)) {
         r_.least_window_admitted = admitted;
         r_.least_window_at_us = at;

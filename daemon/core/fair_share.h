@@ -93,6 +93,9 @@ class FairShare {
   TimeUs epoch_end_us() const { return epoch_end_us_; }
   bool unlimited() const { return credit_q16_ == kUnlimited; }
   bool probing() const { return probing_; }
+  // Met too recently for news of every other spender to have arrived (a
+  // share never started is young too).
+  bool young(TimeUs now) const { return !marked_ || now < young_until_us_; }
   bool dense(TimeUs now) const { return dense_until_us_ >= 0 && now < dense_until_us_; }
 
  private:

@@ -597,17 +597,20 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       in.spenders = rule.spread_x16 < 2 * 16 ? 0 : (rule.spread_x16 + 15) / 16;
       in.sparse_rule = now >= rule.dense_until_us;
     }
-    if (state.own >= 0 || in.origins > 0) {
+    in.has_own = state.own >= 0;
+    if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
+    in.all_consumed = Ledger::consumed_sum(state);
+    in.dither_seed = ledger_.dither_seed(key);
+    // Learned only from keys this node has known for a news horizon: a
+    // younger key's other spenders may not have been heard of yet.
+    const bool learn = (in.has_own || in.origins > 0) && !share.young(now);
+    share.start_epoch(share_view_, in, now);
+    if (learn) {
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
       rule.spread_x16 = rule.spread_x16 == kSpreadUnknown
                             ? origins_x16
                             : (3 * rule.spread_x16 + origins_x16) / 4;
     }
-    in.has_own = state.own >= 0;
-    if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
-    in.all_consumed = Ledger::consumed_sum(state);
-    in.dither_seed = ledger_.dither_seed(key);
-    share.start_epoch(share_view_, in, now);
     ++stats_.share_epochs;
     if (share.probing()) ++stats_.share_probes;
   }
