@@ -174,6 +174,11 @@ void print_table(const Results& r, std::ostream& out) {
       std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
           std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
+  if (c.share_refused + c.share_probes > 0) {
+    row(out, "fair shares: refused / probes", std::to_string(c.share_refused) + " / " +
+                                                 std::to_string(c.share_probes),
+        "(checks the algorithm allowed, beyond this node's share; new keys probed)");
+  }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
         "from before a node started, beyond a key's burst");
@@ -274,6 +279,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"malformed_payloads\": " << c.malformed_payloads
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged
       << ", \"history_forgiven\": " << c.history_forgiven
+      << ", \"share_refused\": " << c.share_refused << ", \"share_probes\": " << c.share_probes
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

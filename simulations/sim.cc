@@ -237,6 +237,8 @@ class Simulation {
     const core::LimiterStats& l = node.limiter->stats();
     t.remote_tokens_charged += l.remote_tokens_charged;
     t.history_forgiven += node.limiter->ledger().history_forgiven();
+    t.share_refused += l.share_refused;
+    t.share_probes += l.share_probes;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

@@ -1,0 +1,125 @@
+// Fair shares (docs/cluster.md, "Fair shares"; docs/accuracy.md, guarantee
+// 4): demand on one key that arrives at every node at once. The bounds of
+// issue 14, on the shipped scenarios, over several seeds and sizes and every
+// replicated algorithm. With fair_share = false the same runs admit 1.7x to
+// 11x the limit and then nothing for seconds (docs/accuracy.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim_support.h"
+
+namespace rlimit::sim {
+namespace {
+
+// The bounds: at most twice the burst in the first window (cold start), at
+// most 1.5x the limit in any later one, at least half the limit in every
+// later window in which demand reached the limit (and the perfect limiter
+// admitted half of it: not a window that catches only a burst's tail).
+void expect_fair(const Results& r, const std::string& what, double burst,
+                 double run_bound = 0.01) {
+  const double limit = r.limit_per_window();
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * burst) << what;
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit) << what;
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * limit) << what;
+  EXPECT_LE(std::abs(r.error_ratio()), run_bound) << what;
+  EXPECT_GT(r.core.share_refused, 0u) << what;  // the shares did something
+}
+
+TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
+  for (const int nodes : {5, 20, 50}) {
+    for (const std::uint64_t seed : {1, 2, 3}) {
+      const Results r =
+          run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes)}), seed);
+      expect_fair(r, std::to_string(nodes) + " nodes, seed " + std::to_string(seed), 100);
+    }
+  }
+}
+
+// 200 nodes: the probe of the new key shares 1 in 2 requests among them.
+TEST(FairShareSimTest, AlignedBurstsAt200Nodes) {
+  const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"12s\""}), 1);
+  expect_fair(r, "200 nodes", 100, 0.02);
+}
+
+// Every replicated algorithm, 20 nodes. The sliding window's own ideal has
+// windows far below the limit (its estimate weighs the previous window), so
+// it is held to the ideal's windows; warming up starts cold in the ideal
+// too (it admits a fifth of the limit), so only the overshoot is bounded.
+TEST(FairShareSimTest, AlignedBurstsHoldForEveryReplicatedAlgorithm) {
+  struct Case {
+    std::string algorithm;
+    std::vector<std::string> options;
+  };
+  const std::vector<Case> cases = {
+      {"token_bucket", {}},
+      {"leaky_bucket", {}},
+      {"fixed_window", {}},
+      {"sliding_log", {}},
+      {"gcra", {}},
+      {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+  };
+  for (const Case& c : cases) {
+    for (const std::uint64_t seed : {1, 2}) {
+      std::vector<std::string> overrides = c.options;
+      overrides.push_back("rule.0.algorithm=\"" + c.algorithm + "\"");
+      const Results r = run(shipped("aligned", overrides), seed);
+      const std::string what = c.algorithm + " seed " + std::to_string(seed);
+      const double limit = r.limit_per_window();
+      EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0) << what;
+      EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit) << what;
+      // A sliding log frees a slot a period after it was taken: an overshoot
+      // in one burst is a shortfall in the next (up to 1.4x, then 0.46x).
+      EXPECT_GE(static_cast<double>(r.least_window_admitted),
+                (c.algorithm == "sliding_log" ? 0.4 : 0.5) * limit)
+          << what;
+      EXPECT_LE(std::abs(r.error_ratio()), 0.02) << what;
+    }
+  }
+  for (const std::string shaped : {"sliding_window", "smooth_warming_up", "leaky_shaper"}) {
+    std::vector<std::string> overrides;
+    if (shaped == "leaky_shaper") {
+      overrides = {"rule.0.algorithm=\"leaky_bucket\"", "rule.0.shaper=true",
+                   "rule.0.max_delay=\"300ms\""};
+    } else {
+      overrides = {"rule.0.algorithm=\"" + shaped + "\""};
+      if (shaped == "smooth_warming_up") {
+        overrides.push_back("rule.0.max_delay=\"0s\"");
+        overrides.push_back("rule.0.warmup=\"2s\"");
+      }
+    }
+    const Results r = run(shipped("aligned", overrides), 1);
+    EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0) << shaped;
+    EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window()) << shaped;
+  }
+}
+
+// A key one node alone uses: after the probe of its first news horizon, its
+// whole burst at once, every burst as the perfect limiter admits it.
+TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
+  std::string weights = "traffic.0.node_weights=[1";
+  for (int i = 1; i < 20; ++i) weights += ",0";
+  weights += "]";
+  const Results r = run(shipped("aligned", {weights}), 1);
+  EXPECT_GE(static_cast<double>(r.first_window_admitted), 0.95 * 100);
+  EXPECT_EQ(r.worst_window_admitted, 100);
+  EXPECT_EQ(r.least_window_admitted, 100);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+}
+
+// Cold starts of 100 per-user keys at every node at once, and a periodic
+// job on every node every 5 s.
+TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
+  for (const std::uint64_t seed : {1, 2}) {
+    const Results keys = run(shipped("coldkeys"), seed);
+    // 100 keys, each a burst of 10: limits and bursts add up.
+    expect_fair(keys, "coldkeys seed " + std::to_string(seed), 100 * 10.0, 0.03);
+    const Results periodic = run(shipped("periodic"), seed);
+    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
+  }
+}
+
+}  // namespace
+}  // namespace rlimit::sim
