@@ -127,7 +127,8 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "reconnect_backoff_max",
                                              "max_peer_queue_bytes",
                                              "max_packets_per_round",
-                                             "counter_retention"};
+                                             "counter_retention",
+                                             "fair_share"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
@@ -793,6 +794,9 @@ class Loader {
                 out.max_packets_per_round);
     read_cluster_duration(cluster, "counter_retention", prefix, kCounterRetentionRange,
                           out.counter_retention_us);
+    if (const toml::node* node = cluster.get("fair_share")) {
+      if (const auto* v = expect<bool>(*node, prefix + "fair_share")) out.fair_share = v->get();
+    }
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {

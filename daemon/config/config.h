@@ -67,6 +67,7 @@ struct ClusterSettings {
   std::uint32_t max_peer_queue_bytes = 4 * 1024 * 1024;  // mesh: queued output per peer connection
   std::uint32_t max_packets_per_round = 16;      // per peer per gossip round; the rest waits
   std::int64_t counter_retention_us = 60'000'000;  // minimum life of an idle key's counters
+  bool fair_share = true;  // spend a fair share of a key others spend on (core/fair_share.h)
 };
 
 struct Config {

@@ -88,6 +88,7 @@ std::vector<std::string> changed_cluster_settings(const config::ClusterSettings&
   check("max_peer_queue_bytes", running.max_peer_queue_bytes, loaded.max_peer_queue_bytes);
   check("max_packets_per_round", running.max_packets_per_round, loaded.max_packets_per_round);
   check("counter_retention_us", running.counter_retention_us, loaded.counter_retention_us);
+  check("fair_share", running.fair_share, loaded.fair_share);
   return changed;
 }
 

@@ -460,6 +460,7 @@ int run_server(ServerOptions options) {
   options.config.daemon.limiter.replicated =
       options.config.cluster.mode != config::ClusterMode::kNone;
   options.config.daemon.limiter.counter_retention_min_us = options.config.cluster.counter_retention_us;
+  options.config.daemon.limiter.fair_share = options.config.cluster.fair_share;
   asio::io_context io(1);
   Server server(io, std::move(options));
   if (!server.start()) return 1;

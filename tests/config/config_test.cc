@@ -956,6 +956,7 @@ TEST(ClusterConfigTest, DefaultsWithoutTheSection) {
   EXPECT_EQ(c.probe_timeout_us, defaults.probe_timeout_us);
   EXPECT_EQ(c.max_members, defaults.max_members);
   EXPECT_EQ(c.max_peer_queue_bytes, defaults.max_peer_queue_bytes);
+  EXPECT_TRUE(c.fair_share);
 
   const LoadResult empty = load("[cluster]\n");
   ASSERT_TRUE(empty.ok()) << all_errors(empty);
@@ -1027,6 +1028,7 @@ reconnect_backoff_max = "10m"
 max_peer_queue_bytes = 1073741824
 max_packets_per_round = 4096
 counter_retention = "30d"
+fair_share = false
 )");
   ASSERT_TRUE(result.ok()) << all_errors(result);
   const ClusterSettings& c = result.config.cluster;
@@ -1053,6 +1055,7 @@ counter_retention = "30d"
   EXPECT_EQ(c.max_peer_queue_bytes, 1024u * 1024 * 1024);
   EXPECT_EQ(c.max_packets_per_round, 4096u);
   EXPECT_EQ(c.counter_retention_us, 30 * 86'400 * kSecondUs);
+  EXPECT_FALSE(c.fair_share);
 }
 
 TEST(ClusterConfigTest, LowestValues) {
@@ -1155,6 +1158,8 @@ TEST(ClusterConfigErrorTest, UnknownKeysAndWrongTypes) {
                         {"cluster: bind must be a string such as \"10.0.0.1:7946\""}));
   EXPECT_TRUE(one_error(cluster_with("name = true\n"), 2, 8,
                         {"cluster: name must be a string, not a boolean"}));
+  EXPECT_TRUE(one_error(cluster_with("fair_share = \"yes\"\n"), 2, 14,
+                        {"cluster: fair_share must be a boolean, not a string"}));
 }
 
 TEST(ClusterConfigErrorTest, BadModeAndName) {
