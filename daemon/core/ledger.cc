@@ -87,14 +87,13 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
   return index;
 }
 
-Ledger::KeyState& Ledger::touch(Keys::iterator it, Entry& entry, TimeUs now) {
-  KeyState& state = it->second;
+Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now) {
   state.changed_us = std::max(state.changed_us, now);
   entry.sends_left = retransmit_rounds_;
   state.sends_left = std::max(state.sends_left, retransmit_rounds_);
   if (!state.queued) {
     state.queued = true;
-    changed_.push_back(it->first);
+    changed_.emplace_back(key);
     changed_states_.push_back(&state);
   }
   return state;
@@ -181,7 +180,7 @@ std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
   state.reset = std::move(reset);
   state.pending.reset();
   state.share.reset();  // the key starts afresh: so does its share
-  for (Entry& floor : state.reset->floors) touch(it, floor, now);
+  for (Entry& floor : state.reset->floors) touch(it->first, it->second, floor, now);
   return state.reset->epoch;
 }
 
@@ -213,7 +212,7 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
     floor = &floors.back();
   }
   floor->consumed = consumed;
-  touch(it, *floor, now);
+  touch(it->first, it->second, *floor, now);
   state.pending->floor_count = std::max(state.pending->floor_count, floor_count);
   if (floors.size() < state.pending->floor_count) return FloorMerge::kPending;
   state.reset = std::move(state.pending);
@@ -225,7 +224,11 @@ void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   if (cost == 0) return;
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
-  KeyState& state = it->second;
+  add_local(key, it->second, cost, now);
+}
+
+void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost, TimeUs now) {
+  if (cost == 0) return;
   if (state.own < 0) {
     // A fresh entry: incarnation = process incarnation + time since start, so
     // it is larger than any entry this origin made for this key before.
@@ -235,7 +238,7 @@ void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   }
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
   own.consumed += cost;
-  touch(it, own, now);
+  touch(key, state, own, now);
 }
 
 Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
@@ -252,7 +255,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       const std::uint64_t increase = consumed - e.consumed;
       const std::uint64_t charged_to = std::max(e.consumed, floor_of(state, origin, incarnation));
       e.consumed = consumed;
-      touch(it, e, now);
+      touch(it->first, it->second, e, now);
       return {increase, consumed > charged_to ? consumed - charged_to : 0, 0};
     }
   }
@@ -261,7 +264,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
   const std::uint64_t floor = floor_of(it->second, origin, incarnation);
   std::vector<Entry>& entries = it->second.entries;
   entries.push_back({origin, 0, incarnation, consumed});
-  touch(it, entries.back(), now);
+  touch(it->first, it->second, entries.back(), now);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
   const std::uint64_t chargeable = consumed > floor ? consumed - floor : 0;

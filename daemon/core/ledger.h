@@ -114,6 +114,8 @@ class Ledger {
 
   // Records `cost` consumed here from `key`.
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
+  // The same with the key's state in hand (share_state's: no second lookup).
+  void add_local(std::string_view key, KeyState& state, std::uint64_t cost, TimeUs now);
 
   // Merges an absolute value; returns by how much it raised what we knew (0
   // for old news or a duplicate) and how much of that is history. Our own
@@ -200,7 +202,7 @@ class Ledger {
   using Keys = std::unordered_map<std::string, KeyState, Hash, std::equal_to<>>;
   // Marks `entry` of the key at `it` as changed now: it is gossiped for the
   // next retransmit_rounds_ rounds.
-  KeyState& touch(Keys::iterator it, Entry& entry, TimeUs now);
+  KeyState& touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now);
   static void sent_entries(KeyState& state);
   // The floor of (origin, incarnation) in the key's applied reset; 0 for none.
   static std::uint64_t floor_of(const KeyState& state, std::uint32_t origin,

@@ -241,6 +241,7 @@ struct Limiter::Pending {
   // Fair shares: the key's share when gated (spent on charge), and when the
   // share refused what the algorithm allowed, until its next epoch.
   FairShare* share = nullptr;  // set when gated
+  Ledger::KeyState* ledger_state = nullptr;  // the key's, when gated (add_local needs no lookup)
   bool share_spends = false;    // admitted within the share: spent on charge
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_spread_)
@@ -566,6 +567,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
   Ledger::KeyState& state = ledger_.share_state(key, now);
   FairShare& share = *state.share;
   p.share = &share;
+  p.ledger_state = &state;
   if (share.due(now)) {
     ShareInputs in;
     in.headroom = headroom;
@@ -639,6 +641,7 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     const AlgorithmOptions& options = *p.options;
     const bool gated = shared && !options.local;
     p.share = nullptr;
+    p.ledger_state = nullptr;
     p.share_spends = false;
     p.share_retry_us = 0;
     if (p.token_bucket) {
@@ -778,7 +781,9 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
         }
         ticket = commit_state(*p.state, algorithm_scratch_[p.scratch].effective, input.cost, now);
       }
-      if (options_.replicated && !p.options->local) {
+      if (p.ledger_state != nullptr) {
+        ledger_.add_local(key, *p.ledger_state, static_cast<std::uint64_t>(input.cost), now);
+      } else if (options_.replicated && !p.options->local) {
         ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
       if (p.share_spends) p.share->spend(input.cost);
