@@ -1,5 +1,5 @@
 // Fair shares (docs/cluster.md, "Fair shares"; docs/accuracy.md, guarantee
-// 4): demand on one key that arrives at every node at once. The bounds of
+// 3): demand on one key that arrives at every node at once. The bounds of
 // issue 14, on the shipped scenarios, over several seeds and sizes and every
 // replicated algorithm. With fair_share = false the same runs admit 1.7x to
 // 11x the limit and then nothing for seconds (docs/accuracy.md).
