@@ -174,6 +174,20 @@ TEST(FairShareTest, ADebtCarriesIntoTheNextEpoch) {
   EXPECT_EQ(spend_epoch(share, 10, kStart + kHorizonUs), 0);
 }
 
+// One rule on the one shared key api=search.
+Rule shared_rule(Algorithm algorithm, std::int64_t limit, AlgorithmOptions options = {}) {
+  Rule rule;
+  rule.name = "shared";
+  ValueMatcher search;
+  search.kind = ValueMatchKind::kExact;
+  search.pattern = "search";
+  rule.match.push_back({"api", search});
+  rule.params = {limit, kUsPerSecond, limit};
+  rule.algorithm = algorithm;
+  rule.options = options;
+  return rule;
+}
+
 // The Limiter's gate, on a replicated limiter whose cluster has 10 live
 // nodes: a key nine other nodes spend on admits about a tenth of its balance
 // per horizon, refuses the rest with retry_after the epoch's end and
@@ -181,22 +195,13 @@ TEST(FairShareTest, ADebtCarriesIntoTheNextEpoch) {
 // spends on is not gated; peeks and costs of 0 change nothing.
 class LimiterShareTest : public ::testing::TestWithParam<Algorithm> {
  protected:
-  static std::unique_ptr<Limiter> make(Algorithm algorithm, AlgorithmOptions options = {}) {
-    Rule rule;
-    rule.name = "shared";
-    ValueMatcher search;
-    search.kind = ValueMatchKind::kExact;
-    search.pattern = "search";
-    rule.match.push_back({"api", search});
-    rule.params = {1000, kUsPerSecond, 1000};
-    rule.algorithm = algorithm;
+  static std::unique_ptr<Limiter> make(Algorithm algorithm) {
+    AlgorithmOptions options;
     if (algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp) {
-      options.max_delay_us = 0;
+      options.max_delay_us = 0;  // a rate limit, not a scheduler
     }
-    if (algorithm == Algorithm::kLeakyBucket) options.shaper = false;
-    rule.options = options;
     RuleSet rules;
-    rules.rules.push_back(rule);
+    rules.rules.push_back(shared_rule(algorithm, 1000, options));
     auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
     limiter->enable_replication("self", 1, 0);
     limiter->set_share_view(view_of(10));
@@ -282,16 +287,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A shadow rule admits what its share refuses, and says so.
 TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {
-  Rule rule;
-  rule.name = "shared";
-  ValueMatcher search;
-  search.kind = ValueMatchKind::kExact;
-  search.pattern = "search";
-  rule.match.push_back({"api", search});
-  rule.params = {100, kUsPerSecond, 100};
-  rule.options.throttle.mode = alg::ThrottleMode::kShadow;
+  AlgorithmOptions shadow;
+  shadow.throttle.mode = alg::ThrottleMode::kShadow;
   RuleSet rules;
-  rules.rules.push_back(rule);
+  rules.rules.push_back(shared_rule(Algorithm::kTokenBucket, 100, shadow));
   Limiter limiter({.replicated = true}, std::move(rules));
   limiter.enable_replication("self", 1, 0);
   limiter.set_share_view(view_of(10));

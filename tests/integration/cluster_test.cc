@@ -200,15 +200,18 @@ TEST_P(ClusterTest, OneKeyDrivenFromEveryNodeHoldsTheGlobalLimit) {
   EXPECT_GE(static_cast<double>(admitted.load()), 0.8 * ideal) << logs();
 }
 
-TEST_P(ClusterTest, KilledNodeIsMarkedDeadAndRejoinsWithoutForgetting) {
-  constexpr int kNodes = 3;
-  start_cluster(kNodes, R"(
+// 10 per user per hour: nothing refills during a test.
+const std::string kHourlyRule = R"(
 [[rule]]
 name = "hourly"
 match = { user = { each = true } }
 limit = 10
 period = "1h"
-)");
+)";
+
+TEST_P(ClusterTest, KilledNodeIsMarkedDeadAndRejoinsWithoutForgetting) {
+  constexpr int kNodes = 3;
+  start_cluster(kNodes, kHourlyRule);
   ASSERT_TRUE(eventually([&] { return all_alive(kNodes); }, std::chrono::seconds(15))) << logs();
   {
     // A key new to the cluster is probed for one news horizon at a third of
@@ -258,13 +261,7 @@ period = "1h"
 // instead of charging the forgiven consumption again.
 TEST_P(ClusterTest, AResetOnOneNodeResetsTheKeyEverywhereAndSurvivesARestart) {
   constexpr int kNodes = 3;
-  start_cluster(kNodes, R"(
-[[rule]]
-name = "hourly"
-match = { user = { each = true } }
-limit = 10
-period = "1h"
-)");
+  start_cluster(kNodes, kHourlyRule);
   ASSERT_TRUE(eventually([&] { return all_alive(kNodes); }, std::chrono::seconds(15))) << logs();
   const auto remaining_on = [&](int node) -> std::int64_t {
     Client c = client(node);
