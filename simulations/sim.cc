@@ -290,12 +290,13 @@ class Simulation {
     }
   }
 
-  // rlimitctl reset on node i: the ideal forgets the key at the same moment.
+  // rlimitctl reset on node i: the ideal forgets the key at the same moment
+  // (a reset sent to a daemon that is down fails: nothing happens).
   void reset(std::uint32_t i, const KeyReset& reset) {
-    const core::CheckInput& input = workload_->input(reset.stream, reset.key);
-    ideal_.reset(input, now_);
     Node& node = nodes_[i];
     if (!node.up) return;
+    const core::CheckInput& input = workload_->input(reset.stream, reset.key);
+    ideal_.reset(input, now_);
     ++r_.resets;
     node.limiter->reset(input, local(i, now_), out_);
     flush(i, now_);

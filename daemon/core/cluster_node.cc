@@ -83,15 +83,20 @@ class CounterPacker {
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
     std::size_t added = 0;
+    std::size_t entries_added = 0;
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
       if (!wanted(e)) return;
       append(key, e, reset);
       ++added;
+      if (reset == nullptr) ++entries_added;
     });
     if (added == 0) return true;
     if (fits()) {
-      // (A key with floors offers no balance: Limiter::offered_balance.)
-      if (added == state.entries.size()) offer_balance(key, state);
+      // The balance rides on the last entry: with no floors after it (a key
+      // with floors offers none anyway: Limiter::offered_balance).
+      if (entries_added == state.entries.size() && added == entries_added) {
+        offer_balance(key, state);
+      }
       return true;
     }
     // Undo and retry in a fresh payload.
@@ -405,10 +410,16 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     int end = run + 1;
     while (end < entries.size() && entries[end].key() == key) ++end;
     const Ledger::KeyState* state = ledger.find(key);
-    // A newer reset than any the sender sent floors of is news too.
+    // A newer reset than any the sender sent floors of is news too, and so
+    // is our applied reset when the sender sent fewer of its floors (its copy
+    // may be pending for want of them).
     std::uint64_t their_epoch = 0;
+    std::size_t their_floors = 0;
     for (int t = run; t < end; ++t) their_epoch = std::max(their_epoch, entries[t].reset_epoch());
-    bool ahead = state != nullptr && state->reset && state->reset->epoch > their_epoch;
+    for (int t = run; t < end; ++t) their_floors += entries[t].reset_epoch() == their_epoch ? 1 : 0;
+    bool ahead = state != nullptr && state->reset &&
+                 (state->reset->epoch > their_epoch ||
+                  (state->reset->epoch == their_epoch && their_floors < state->reset->floors.size()));
     for (std::size_t i = 0; state != nullptr && !ahead && i < state->entries.size(); ++i) {
       const Ledger::Entry& mine = state->entries[i];
       const std::string& origin = ledger.origin_name(mine.origin);

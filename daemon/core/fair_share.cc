@@ -23,10 +23,9 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 }  // namespace
 
 void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
-  // Only a debt carries over (a reservation that spent beyond the share).
-  const std::int64_t carry = credit_q16_ != kUnlimited && credit_q16_ < 0 ? credit_q16_ : 0;
   probing_ = false;
   sparse_probe_ = false;
+  unlimited_ = false;
   asked_ = 0;
   if (!marked_) {
     // The first epoch here: news of who else spends may still be arriving.
@@ -43,23 +42,19 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     mark_us_ = now;
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
-  const i128 pool_q16 = (static_cast<i128>(std::max<std::int64_t>(0, in.headroom)) +
-                         std::max<std::int64_t>(0, in.refill))
-                        << kFractionBits;
+  const i128 pool = units(std::max<std::int64_t>(0, in.headroom)) +
+                   units(std::max<std::int64_t>(0, in.refill));
   // Up to one unit, so shares below one request admit one with their size
   // as the probability.
   const auto dither = static_cast<std::int64_t>(
       splitmix64(in.dither_seed ^ static_cast<std::uint64_t>(now)) &
       ((std::uint64_t{1} << kFractionBits) - 1));
-  const auto clamp = [](i128 v) {
-    return static_cast<std::int64_t>(std::min<i128>(v, kUnlimited - 1));
-  };
 
   const std::uint32_t others = in.origins - (in.has_own && in.origins > 0 ? 1 : 0);
   if (others == 0) {
     if (in.has_own || probed_ || in.spenders == 0) {
       probed_ = true;
-      credit_q16_ = kUnlimited;
+      unlimited_ = true;
       epoch_end_us_ = now + view.horizon_us;
       return;
     }
@@ -67,7 +62,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     probed_ = true;
     probing_ = true;
     const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
-    credit_q16_ = clamp(pool_q16 / ways + dither) + carry;
+    credit_ = pool / ways + dither;
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
     sparse_probe_ = in.sparse_rule;
@@ -97,12 +92,14 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Right after this node first met the key, news of who else spends is
   // still arriving: every live node may be about to.
   if (now < young_until_us_) weight = weight * seen / std::max(seen, n);
-  credit_q16_ = clamp(pool_q16 * weight / kOne + dither) + carry;
+  credit_ = pool * weight / kOne + dither;
   epoch_end_us_ = now + view.horizon_us;
 }
 
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
-  if (credit_q16_ == kUnlimited || credit_q16_ >= (cost << kFractionBits)) return Answer::kCredit;
+  if (unlimited_ || credit_ >= units(cost)) {
+    return Answer::kCredit;
+  }
   // Sparse demand (Poisson arrivals, a request per node now and then) does
   // not spend many nodes' shares at once: what the share adds there is
   // lost statistical multiplexing (a refusal here while another node's

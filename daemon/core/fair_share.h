@@ -12,19 +12,22 @@
 //   it before; otherwise (a key new here) a probe of one epoch that shares
 //   it as many ways as nodes are likely to spend on it (ShareInputs::
 //   spenders) and unlocks if no news of another node comes;
-// - others did: this node's part of the key's recent consumption (demand
-//   proportional, as DRL), scaled down when the key is used by at least
-//   half the live nodes (those that have not spent yet are invisible), and
-//   at least half an equal share.
-// A share below one request is dithered (admit one with that probability,
-// from a hash of the key, the node and the time: deterministic), so many
-// nodes with tiny shares admit about their sum, not all or none.
+// - others did: 7/8 of this node's part of the key's recent consumption
+//   (demand proportional, as DRL) plus 1/8 of an equal share among the
+//   origins seen, so no origin starves and one view's weights sum to one;
+//   while the key is young here (news of its spenders may still be
+//   arriving), scaled to every live node.
+// Every share gets a random fraction of a request added (from a hash of the
+// key, the node and the time: deterministic), so a share below one request
+// admits one with that probability and many nodes with tiny shares admit
+// about their sum, not all or none.
 //
 // Pure and deterministic; the Limiter calls it on the request path only when
 // the algorithm admits (a compare and a subtract); epochs start at most once
 // per horizon per key. Not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/time.h"
@@ -35,7 +38,7 @@ namespace rlimit::core {
 struct ShareView {
   std::uint32_t live_nodes = 1;  // this node and its live peers; 1: no gate
   TimeUs horizon_us = 0;         // an epoch: gossip interval x (rounds + 1)
-  TimeUs probe_us = 0;           // a new key's probe epoch (3 gossip intervals)
+  TimeUs probe_us = 0;           // a new key's probe epoch (one horizon)
 };
 
 // What the Limiter knows of a key when an epoch starts.
@@ -64,7 +67,7 @@ class FairShare {
   static constexpr TimeUs kWeightWindowUs = 2'000'000;
   // Requests in one epoch that make a node's demand on the key dense, and
   // how long it then stays so.
-  static constexpr std::uint32_t kDenseRequests = 4;
+  static constexpr std::uint32_t kDenseRequests = 6;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
 
   // True when the epoch ended: start_epoch before admits.
@@ -85,13 +88,12 @@ class FairShare {
   void count(TimeUs now) {
     if (++asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
   }
-  // Spends `cost` of the share (a reservation may go below zero: the next
-  // epoch repays it).
+  // Spends `cost` of the share, which ask() found it holds.
   void spend(std::int64_t cost) {
-    if (credit_q16_ != kUnlimited) credit_q16_ -= cost << kFractionBits;
+    if (!unlimited_) credit_ = std::max<__int128>(0, credit_ - units(cost));
   }
   TimeUs epoch_end_us() const { return epoch_end_us_; }
-  bool unlimited() const { return credit_q16_ == kUnlimited; }
+  bool unlimited() const { return unlimited_; }
   bool probing() const { return probing_; }
   // Met too recently for news of every other spender to have arrived (a
   // share never started is young too).
@@ -100,10 +102,12 @@ class FairShare {
 
  private:
   static constexpr int kFractionBits = 16;
-  static constexpr std::int64_t kUnlimited = INT64_MAX;
+  // `cost` in the credit's units (costs up to 2^50: 128 bits).
+  static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
 
   TimeUs epoch_end_us_ = 0;
-  std::int64_t credit_q16_ = 0;  // units left this epoch, 16 bits of fraction
+  __int128 credit_ = 0;          // what is left this epoch, in units() (16 bits of fraction)
+  bool unlimited_ = false;       // no share: the whole balance
   bool probed_ = false;          // a probe ran: no second one
   std::uint32_t asked_ = 0;      // requests this epoch
   TimeUs dense_until_us_ = -1;   // demand dense until then (-1: never was)

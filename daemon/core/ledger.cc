@@ -147,15 +147,16 @@ std::uint64_t epoch_mark(std::string_view id) {
 
 }  // namespace
 
-Ledger::KeyState& Ledger::share_state(std::string_view key, TimeUs now) {
+Ledger::KeyState* Ledger::share_state(std::string_view key, TimeUs now, bool may_create) {
   auto it = keys_.find(key);
   if (it == keys_.end()) {
+    if (!may_create) return nullptr;
     it = keys_.emplace(std::string(key), KeyState{}).first;
     it->second.changed_us = now;
   }
   KeyState& state = it->second;
   if (!state.share) state.share = std::make_unique<FairShare>();
-  return state;
+  return &state;
 }
 
 std::uint64_t Ledger::dither_seed(std::string_view key) const {
@@ -189,7 +190,8 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
                                        std::uint64_t incarnation, std::uint64_t consumed,
                                        TimeUs now) {
   assert(origin < origins_.size());
-  // More floors than origins can never all arrive.
+  // A count beyond what a reset of a key can hold is malformed: it could
+  // never complete.
   if (epoch == 0 || floor_count > kMaxOrigins) return FloorMerge::kOld;
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;

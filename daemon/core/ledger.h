@@ -134,10 +134,11 @@ class Ledger {
   // (nothing is chargeable: the caller resets the key's state to fresh) and
   // queued for gossip. Returns the epoch.
   std::uint64_t reset_local(std::string_view key, TimeUs now);
-  // The state of `key` with its fair share, both made if missing (a key
-  // made here counts as changed now, so the sweep keeps its share for the
-  // key's retention).
-  KeyState& share_state(std::string_view key, TimeUs now);
+  // The state of `key` with its fair share, the share made if missing, and
+  // the state too if `may_create` (a key made here counts as changed now, so
+  // the sweep keeps its share for the key's retention); nullptr when the key
+  // has no state and may not get one.
+  KeyState* share_state(std::string_view key, TimeUs now, bool may_create);
   // A hash of `key` and this node, for a share's dither.
   std::uint64_t dither_seed(std::string_view key) const;
 

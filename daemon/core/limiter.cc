@@ -244,7 +244,7 @@ struct Limiter::Pending {
   Ledger::KeyState* ledger_state = nullptr;  // the key's, when gated (add_local needs no lookup)
   bool share_spends = false;    // admitted within the share: spent on charge
   std::int64_t share_retry_us = 0;
-  std::uint32_t rule = kNoRule;  // index into the rules (for rule_spread_)
+  std::uint32_t rule = kNoRule;  // index into the rules (for rule_shares_)
 
   StateCell& current() { return cell != nullptr ? *cell : fresh; }
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
@@ -368,6 +368,9 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     };
     compile(rule.params);
     for (const Override& o : rule.overrides) compile(o.params);
+    const bool per_descriptor = std::any_of(rule.match.begin(), rule.match.end(),
+                                            [](const DescriptorMatch& m) { return m.value.each; });
+    for (CompiledLimit& limit : limits) limit.per_descriptor = per_descriptor;
   }
   // Plans last: they point into set and limits, which are complete now.
   for (std::size_t r = 0; r < next->set.rules.size(); ++r) {
@@ -564,7 +567,15 @@ void Limiter::prefetch(const CheckInput& input) {
 
 bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                            const CheckInput& input, TimeUs now) {
-  Ledger::KeyState& state = ledger_.share_state(key, now);
+  // A key with no ledger record yet gets one (and a share) only while the
+  // ledger holds fewer than max_keys: a flood of new keys refused by other
+  // rules must not grow it without bound. Past that, no gate (counted).
+  Ledger::KeyState* found = ledger_.share_state(key, now, ledger_.size() < options_.max_keys);
+  if (found == nullptr) {
+    ++stats_.share_untracked;
+    return true;
+  }
+  Ledger::KeyState& state = *found;
   FairShare& share = *state.share;
   p.share = &share;
   p.ledger_state = &state;
@@ -588,24 +599,38 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max(in.refill, headroom_later - headroom);
     }
-    in.origins = static_cast<std::uint32_t>(state.entries.size());
+    // Other origins (not this node's earlier incarnations), and this node.
+    std::uint32_t others = 0;
+    for (const Ledger::Entry& e : state.entries) {
+      if (e.origin == 0) {
+        in.own_consumed += e.consumed;
+      } else {
+        ++others;
+      }
+    }
+    in.has_own = state.own >= 0;
+    in.origins = others + (in.has_own ? 1 : 0);
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average): the inline limits share one slot.
     const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
     RuleShares& rule = rule_shares_[slot];
     if (rule.spread_x16 == kSpreadUnknown) {
+      // Until learned: a rule's one shared key may be spent on by every
+      // node at once (strict); a key per user most likely sees a request now
+      // and then (the probe keeps the first request of an epoch).
       in.spenders = share_view_.live_nodes;
+      in.sparse_rule =
+          (p.limit == nullptr || p.limit->per_descriptor) && now >= rule.dense_until_us;
     } else {
       in.spenders = rule.spread_x16 < 2 * 16 ? 0 : (rule.spread_x16 + 15) / 16;
       in.sparse_rule = now >= rule.dense_until_us;
     }
-    in.has_own = state.own >= 0;
-    if (in.has_own) in.own_consumed = state.entries[static_cast<std::size_t>(state.own)].consumed;
     in.all_consumed = Ledger::consumed_sum(state);
     in.dither_seed = ledger_.dither_seed(key);
-    // Learned only from keys this node has known for a news horizon: a
-    // younger key's other spenders may not have been heard of yet.
-    const bool learn = (in.has_own || in.origins > 0) && !share.young(now);
+    // Learned only from keys this node has known for a news horizon (a
+    // younger key's other spenders may not have been heard of yet),
+    // including keys its probe refused and nobody else spent on: spread 1.
+    const bool learn = !share.young(now);
     share.start_epoch(share_view_, in, now);
     if (learn) {
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
@@ -695,7 +720,9 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
       // wait the rule would hand out now (delay_us; their retry_after is only
       // until that wait fits the bound). The bound is on the whole wait.
       const std::int64_t wait_us = std::max(v.delay_us, v.retry_after_us);
-      if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 &&
+      // A refusal by this node's fair share is not a wait: how soon the share
+      // covers the cost depends on the others' spending. Refused.
+      if (reserve && schedules && !v.allowed && v.retry_after_us >= 0 && p.share_retry_us == 0 &&
           (input.max_wait_us < 0 || wait_us <= input.max_wait_us)) {
         v.allowed = true;
         v.delay_us = wait_us;
@@ -841,7 +868,7 @@ std::size_t Limiter::reset(const CheckInput& input, TimeUs now, CheckOutput& out
     if (erased) ++existed;
     // In a cluster the reset goes to every node: the counters stay, with
     // floors at what they hold now (the fresh state owes nothing above them).
-    if (options_.replicated && (p.options == nullptr || !p.options->local)) {
+    if (options_.replicated && !p.options->local) {
       ledger_.reset_local(key, now);
       ++stats_.resets_sent;
     }
@@ -1002,7 +1029,15 @@ bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index
     states_.erase(key);
   }
   const Ledger::KeyState* state = ledger_.find(key);
-  const std::uint64_t owed = state != nullptr ? Ledger::chargeable_sum(*state) : 0;
+  // At most one burst, as history (docs/cluster.md, "Restarts and new
+  // nodes"): a node that applies a reset long after it was made (it was
+  // down, or partitioned) holds consumption from all that time above the
+  // floors, most of which the key has refilled since.
+  const std::uint64_t owed =
+      state != nullptr ? std::min(Ledger::chargeable_sum(*state),
+                                  static_cast<std::uint64_t>(std::max<std::int64_t>(
+                                      0, limit->bucket.burst)))
+                       : 0;
   if (owed == 0) return true;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
   if (target) charge_target(key, *target, *limit, owed, now);

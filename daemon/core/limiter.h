@@ -184,6 +184,7 @@ struct LimiterStats {
   std::uint64_t share_refused = 0;  // rule verdicts the algorithm allowed and the share did not
   std::uint64_t share_epochs = 0;   // shares fixed (once per key per horizon at most)
   std::uint64_t share_probes = 0;   // of those, probes of a key new here
+  std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
 };
 
 struct ReplaceSummary {
@@ -309,6 +310,7 @@ class Limiter {
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
     Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
+    bool per_descriptor = false;  // a key per descriptor value (`each`): per user, per tenant
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };
   // The limit of the key `key` names, if its rule (or the inline limit

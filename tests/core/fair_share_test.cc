@@ -139,7 +139,7 @@ TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
 }
 
 // Sparse demand keeps one request per epoch beyond the share; a node that
-// saw dense demand (4 requests in an epoch) does not, for a while.
+// saw dense demand (kDenseRequests in an epoch) does not, for a while.
 TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   FairShare share;
   ShareInputs in{.headroom = 0, .refill = 0, .origins = 5, .has_own = true,
@@ -157,21 +157,29 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   share.start_epoch(view_of(5), in, t);
   EXPECT_EQ(share.ask(1, t), FairShare::Answer::kSparse);  // asking twice changes nothing
   EXPECT_EQ(ask(), FairShare::Answer::kSparse);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(ask(), FairShare::Answer::kRefused);
+  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) {
+    EXPECT_EQ(ask(), FairShare::Answer::kRefused);
+  }
   t += kHorizonUs;
   share.start_epoch(view_of(5), in, t);
   EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
-// A reservation spent beyond the share is a debt the next epoch repays.
-TEST(FairShareTest, ADebtCarriesIntoTheNextEpoch) {
+// Costs up to 2^50 against shares in 1/65536 units: no overflow, and a
+// share never goes below zero.
+TEST(FairShareTest, HugeCostsAreComparedWithoutOverflow) {
   FairShare share;
-  ShareInputs in{.headroom = 10, .refill = 0, .origins = 2, .has_own = true,
+  ShareInputs in{.headroom = std::int64_t{1} << 50, .refill = 0, .origins = 2, .has_own = true,
                  .own_consumed = 5, .all_consumed = 10};
   share.start_epoch(view_of(2), in, kStart);
-  share.spend(20);  // far beyond
-  share.start_epoch(view_of(2), in, kStart + kHorizonUs);
-  EXPECT_EQ(spend_epoch(share, 10, kStart + kHorizonUs), 0);
+  share.count(kStart);  // not the epoch's first request: no sparse pass
+  // Half of 2^50 is the share.
+  EXPECT_EQ(share.ask(std::int64_t{1} << 50, kStart), FairShare::Answer::kRefused);
+  EXPECT_EQ(share.ask(std::int64_t{1} << 47, kStart), FairShare::Answer::kCredit);
+  share.spend(std::int64_t{1} << 47);
+  EXPECT_EQ(share.ask(1, kStart), FairShare::Answer::kCredit);
+  share.spend(std::int64_t{1} << 50);  // more than is left: down to zero
+  EXPECT_EQ(share.ask(1, kStart), FairShare::Answer::kRefused);
 }
 
 // One rule on the one shared key api=search.
@@ -249,6 +257,16 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   EXPECT_EQ(refused.rules[0].remaining, 0);
   EXPECT_GT(limiter.stats().share_refused, 0u);
   EXPECT_EQ(limiter.stats().share_epochs, 1u);
+  // A reservation beyond the share is refused, not deferred: how soon the
+  // share covers it depends on the others.
+  const Descriptor d[] = {{"api", "search"}};
+  CheckInput reserve{d, 1, nullptr};
+  reserve.mode = CheckMode::kReserve;
+  reserve.max_wait_us = 10 * kUsPerSecond;
+  CheckOutput reserved;
+  limiter.check(reserve, kStart + 1, reserved);
+  EXPECT_FALSE(reserved.allowed);
+  EXPECT_EQ(reserved.rules[0].retry_after_us, kHorizonUs);
   // The next epoch shares out again, by what each spent since: only this
   // node did, so most of it is this node's.
   int next = 0;

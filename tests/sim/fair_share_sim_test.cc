@@ -110,15 +110,33 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 }
 
 // Cold starts of 100 per-user keys at every node at once, and a periodic
-// job on every node every 5 s.
+// job on every node every 5 s. A per-user rule whose demand has not yet
+// shown dense lets each node's first request of a new key through (sparse
+// users must not lose theirs: scale1000), so this cold start admits up to
+// 20 nodes x 1 = twice each burst of 10, and the next second repays it
+// (docs/cluster.md, "Fair shares": not bounded below there).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
-    // 100 keys, each a burst of 10: limits and bursts add up.
-    expect_fair(keys, "coldkeys seed " + std::to_string(seed), 100 * 10.0, 0.03);
+    const std::string what = "coldkeys seed " + std::to_string(seed);
+    EXPECT_LE(static_cast<double>(keys.first_window_admitted), 2 * 100 * 10.0) << what;
+    EXPECT_LE(static_cast<double>(keys.worst_window_admitted), 1.5 * keys.limit_per_window())
+        << what;
+    EXPECT_LE(std::abs(keys.error_ratio()), 0.02) << what;
     const Results periodic = run(shipped("periodic"), seed);
     expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
   }
+}
+
+// Sparse per-user demand (scale1000's workload on 200 nodes: 10,000 users,
+// each on 5 nodes, a request now and then) loses nothing to the shares: a
+// probe keeps the first request of an epoch where the rule's demand is
+// sparse (strict probes admitted 53% less here).
+TEST(FairShareSimTest, SparsePerUserDemandLosesNothing) {
+  const Results r =
+      run(shipped("scale1000", {"cluster.nodes=200", "duration=\"20s\""}), 1);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_GT(r.core.share_probes, 0u);
 }
 
 }  // namespace
