@@ -219,7 +219,8 @@ class Limiter {
   // Forgets the state of every key the check would touch (as if never used);
   // `out.rules` names them (remaining etc. unset). Replicated, each key's
   // reset goes to the whole cluster (Ledger::reset_local): every node resets
-  // the key once it hears. Returns the number of keys that existed here.
+  // the key once it hears; a `local` rule's keys are reset here only.
+  // Returns the number of keys that existed here.
   std::size_t reset(const CheckInput& input, TimeUs now, CheckOutput& out);
 
   // Releases (or, with `extend`, restarts the TTL of) the lease `id` of the
