@@ -240,8 +240,9 @@ struct Limiter::Pending {
   alg::ThrottleDecision decision;
   // Fair shares: the key's share when gated (spent on charge), and when the
   // share refused what the algorithm allowed, until its next epoch.
-  FairShare* share = nullptr;  // set when gated
-  Ledger::KeyState* ledger_state = nullptr;  // the key's, when gated (add_local needs no lookup)
+  // When gated: the key's ledger state, which holds its share (and saves
+  // add_local a lookup).
+  Ledger::KeyState* ledger_state = nullptr;
   bool share_spends = false;    // admitted within the share: spent on charge
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_shares_)
@@ -567,6 +568,10 @@ void Limiter::prefetch(const CheckInput& input) {
 
 bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                            const CheckInput& input, TimeUs now) {
+  // Set afresh each time: a check may be decided twice.
+  p.ledger_state = nullptr;
+  p.share_spends = false;
+  p.share_retry_us = 0;
   // A key with no ledger record yet gets one (and a share) only while the
   // ledger holds fewer than max_keys: a flood of new keys refused by other
   // rules must not grow it without bound. Past that, no gate (counted).
@@ -577,7 +582,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
   }
   Ledger::KeyState& state = *found;
   FairShare& share = *state.share;
-  p.share = &share;
   p.ledger_state = &state;
   if (share.due(now)) {
     ShareInputs in;
@@ -665,10 +669,6 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     const std::string_view key(key_scratch_.data() + p.key_offset, p.key_bytes);
     const AlgorithmOptions& options = *p.options;
     const bool gated = shared && !options.local;
-    p.share = nullptr;
-    p.ledger_state = nullptr;
-    p.share_spends = false;
-    p.share_retry_us = 0;
     if (p.token_bucket) {
       p.cell = table_.find(key);
       if (p.cell != nullptr) {
@@ -813,11 +813,12 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       } else if (options_.replicated && !p.options->local) {
         ledger_.add_local(key, static_cast<std::uint64_t>(input.cost), now);
       }
-      if (p.share_spends) p.share->spend(input.cost);
+      if (p.share_spends) p.ledger_state->share->spend(input.cost);
     }
-    if (p.share != nullptr) {
-      p.share->count(now);
-      if (p.share->dense(now)) {
+    if (p.ledger_state != nullptr) {
+      FairShare& share = *p.ledger_state->share;
+      share.count(now);
+      if (share.dense(now)) {
         const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
         rule_shares_[slot].dense_until_us = now + FairShare::kDenseMemoryUs;
       }
