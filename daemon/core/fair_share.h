@@ -54,9 +54,9 @@ struct ShareInputs {
   // The rule's keys see sparse demand (no node asked for one of them many
   // times in an epoch lately): a probe keeps the first request of an epoch.
   bool sparse_rule = false;
-  std::uint32_t origins = 0;      // origins with an entry for the key, this node included
+  std::uint32_t origins = 0;      // other origins with an entry, and this node if has_own
   bool has_own = false;           // this node consumed from the key (within retention)
-  std::uint64_t own_consumed = 0;  // this node's entry
+  std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;  // a hash of the key and the node
 };

@@ -139,10 +139,14 @@ namespace {
 // nodes that reset a key at once make different epochs (the higher wins).
 constexpr int kEpochMarkBits = 20;
 
+// FNV-1a, continuing from `hash`: the same on every build and platform.
+std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash = 14695981039346656037ull) {
+  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return hash;
+}
+
 std::uint64_t epoch_mark(std::string_view id) {
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a: the same on every build
-  for (const char c : id) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash & ((std::uint64_t{1} << kEpochMarkBits) - 1);
+  return fnv1a(id) & ((std::uint64_t{1} << kEpochMarkBits) - 1);
 }
 
 }  // namespace
@@ -159,11 +163,10 @@ Ledger::KeyState* Ledger::share_state(std::string_view key, TimeUs now, bool may
   return &state;
 }
 
+
+
 std::uint64_t Ledger::dither_seed(std::string_view key) const {
-  std::uint64_t hash = 14695981039346656037ull;
-  for (const char c : key) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  for (const char c : self_id()) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash;
+  return fnv1a(self_id(), fnv1a(key));
 }
 
 std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
