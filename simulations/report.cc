@@ -175,8 +175,8 @@ void print_table(const Results& r, std::ostream& out) {
           std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
   if (c.share_refused + c.share_probes > 0) {
-    row(out, "fair shares: refused / probes", std::to_string(c.share_refused) + " / " +
-                                                 std::to_string(c.share_probes),
+    row(out, "fair shares: refused / probes",
+        std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
         "(checks the algorithm allowed, beyond this node's share; new keys probed)");
   }
   if (c.history_forgiven > 0) {

@@ -417,9 +417,10 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     std::size_t their_floors = 0;
     for (int t = run; t < end; ++t) their_epoch = std::max(their_epoch, entries[t].reset_epoch());
     for (int t = run; t < end; ++t) their_floors += entries[t].reset_epoch() == their_epoch ? 1 : 0;
-    bool ahead = state != nullptr && state->reset &&
-                 (state->reset->epoch > their_epoch ||
-                  (state->reset->epoch == their_epoch && their_floors < state->reset->floors.size()));
+    bool ahead =
+        state != nullptr && state->reset &&
+        (state->reset->epoch > their_epoch ||
+         (state->reset->epoch == their_epoch && their_floors < state->reset->floors.size()));
     for (std::size_t i = 0; state != nullptr && !ahead && i < state->entries.size(); ++i) {
       const Ledger::Entry& mine = state->entries[i];
       const std::string& origin = ledger.origin_name(mine.origin);

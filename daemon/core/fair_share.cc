@@ -42,13 +42,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     mark_us_ = now;
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
-  const i128 pool = units(std::max<std::int64_t>(0, in.headroom)) +
-                   units(std::max<std::int64_t>(0, in.refill));
+  const i128 pool =
+      units(std::max<std::int64_t>(0, in.headroom)) + units(std::max<std::int64_t>(0, in.refill));
   // Up to one unit, so shares below one request admit one with their size
   // as the probability.
-  const auto dither = static_cast<std::int64_t>(
-      splitmix64(in.dither_seed ^ static_cast<std::uint64_t>(now)) &
-      ((std::uint64_t{1} << kFractionBits) - 1));
+  const auto dither =
+      static_cast<std::int64_t>(splitmix64(in.dither_seed ^ static_cast<std::uint64_t>(now)) &
+                                ((std::uint64_t{1} << kFractionBits) - 1));
 
   const std::uint32_t others = in.origins - (in.has_own && in.origins > 0 ? 1 : 0);
   if (others == 0) {
@@ -77,8 +77,8 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // This node's part of the consumption since the previous mark, and of the
   // current window alone once it spans a few horizons (so a node whose
   // peers stopped grows its share within a second, not two windows).
-  const std::uint64_t own_long = std::min(since(in.own_consumed, prev_own_),
-                                          since(in.all_consumed, prev_all_));
+  const std::uint64_t own_long =
+      std::min(since(in.own_consumed, prev_own_), since(in.all_consumed, prev_all_));
   const std::uint64_t all_long = since(in.all_consumed, prev_all_);
   i128 weight = all_long > 0 ? kOne * own_long / all_long : kOne / seen;
   const std::uint64_t all_now = since(in.all_consumed, mark_all_);

@@ -43,8 +43,8 @@ struct ShareView {
 
 // What the Limiter knows of a key when an epoch starts.
 struct ShareInputs {
-  std::int64_t headroom = 0;      // units the algorithm would admit now (its balance)
-  std::int64_t refill = 0;        // units it regains over one horizon (rounded down)
+  std::int64_t headroom = 0;  // units the algorithm would admit now (its balance)
+  std::int64_t refill = 0;    // units it regains over one horizon (rounded down)
   // How many nodes are likely to spend on a key new here (the rule's keys
   // are usually spent on by that many; all live nodes while unknown), whose
   // probe shares its balance that many ways; 0: none is probed (each of the
@@ -54,11 +54,11 @@ struct ShareInputs {
   // The rule's keys see sparse demand (no node asked for one of them many
   // times in an epoch lately): a probe keeps the first request of an epoch.
   bool sparse_rule = false;
-  std::uint32_t origins = 0;      // other origins with an entry, and this node if has_own
-  bool has_own = false;           // this node consumed from the key (within retention)
+  std::uint32_t origins = 0;       // other origins with an entry, and this node if has_own
+  bool has_own = false;            // this node consumed from the key (within retention)
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
-  std::uint64_t dither_seed = 0;  // a hash of the key and the node
+  std::uint64_t dither_seed = 0;   // a hash of the key and the node
 };
 
 class FairShare {
@@ -106,14 +106,14 @@ class FairShare {
   static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
 
   TimeUs epoch_end_us_ = 0;
-  __int128 credit_ = 0;          // what is left this epoch, in units() (16 bits of fraction)
-  bool unlimited_ = false;       // no share: the whole balance
-  bool probed_ = false;          // a probe ran: no second one
-  std::uint32_t asked_ = 0;      // requests this epoch
-  TimeUs dense_until_us_ = -1;   // demand dense until then (-1: never was)
-  TimeUs young_until_us_ = 0;    // a probe's news may still be arriving: share n ways
+  __int128 credit_ = 0;         // what is left this epoch, in units() (16 bits of fraction)
+  bool unlimited_ = false;      // no share: the whole balance
+  bool probed_ = false;         // a probe ran: no second one
+  std::uint32_t asked_ = 0;     // requests this epoch
+  TimeUs dense_until_us_ = -1;  // demand dense until then (-1: never was)
+  TimeUs young_until_us_ = 0;   // a probe's news may still be arriving: share n ways
   bool probing_ = false;
-  bool sparse_probe_ = false;    // the probe keeps the first request of an epoch
+  bool sparse_probe_ = false;  // the probe keeps the first request of an epoch
   // Consumption marks, every kWeightWindowUs: the weights cover the time
   // since the previous mark (one to two windows).
   bool marked_ = false;

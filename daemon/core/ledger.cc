@@ -163,8 +163,6 @@ Ledger::KeyState* Ledger::share_state(std::string_view key, TimeUs now, bool may
   return &state;
 }
 
-
-
 std::uint64_t Ledger::dither_seed(std::string_view key) const {
   return fnv1a(self_id(), fnv1a(key));
 }

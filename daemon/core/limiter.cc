@@ -243,7 +243,7 @@ struct Limiter::Pending {
   // When gated: the key's ledger state, which holds its share (and saves
   // add_local a lookup).
   Ledger::KeyState* ledger_state = nullptr;
-  bool share_spends = false;    // admitted within the share: spent on charge
+  bool share_spends = false;  // admitted within the share: spent on charge
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_shares_)
 
@@ -638,9 +638,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     share.start_epoch(share_view_, in, now);
     if (learn) {
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
-      rule.spread_x16 = rule.spread_x16 == kSpreadUnknown
-                            ? origins_x16
-                            : (3 * rule.spread_x16 + origins_x16) / 4;
+      rule.spread_x16 =
+          rule.spread_x16 == kSpreadUnknown ? origins_x16 : (3 * rule.spread_x16 + origins_x16) / 4;
     }
     ++stats_.share_epochs;
     if (share.probing()) ++stats_.share_probes;
@@ -1035,10 +1034,10 @@ bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index
   // down, or partitioned) holds consumption from all that time above the
   // floors, most of which the key has refilled since.
   const std::uint64_t owed =
-      state != nullptr ? std::min(Ledger::chargeable_sum(*state),
-                                  static_cast<std::uint64_t>(std::max<std::int64_t>(
-                                      0, limit->bucket.burst)))
-                       : 0;
+      state != nullptr
+          ? std::min(Ledger::chargeable_sum(*state),
+                     static_cast<std::uint64_t>(std::max<std::int64_t>(0, limit->bucket.burst)))
+          : 0;
   if (owed == 0) return true;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
   if (target) charge_target(key, *target, *limit, owed, now);

@@ -181,9 +181,9 @@ struct LimiterStats {
   // offer stood for (should not happen: the offer's entries are merged first).
   std::uint64_t balance_offers_refused = 0;
   // Fair shares (core/fair_share.h).
-  std::uint64_t share_refused = 0;  // rule verdicts the algorithm allowed and the share did not
-  std::uint64_t share_epochs = 0;   // shares fixed (once per key per horizon at most)
-  std::uint64_t share_probes = 0;   // of those, probes of a key new here
+  std::uint64_t share_refused = 0;    // rule verdicts the algorithm allowed and the share did not
+  std::uint64_t share_epochs = 0;     // shares fixed (once per key per horizon at most)
+  std::uint64_t share_probes = 0;     // of those, probes of a key new here
   std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
 };
 

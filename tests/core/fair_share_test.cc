@@ -38,8 +38,12 @@ int spend_epoch(FairShare& share, int tries, TimeUs now) {
 
 TEST(FairShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsWholeBalance) {
   FairShare share;
-  ShareInputs in{.headroom = 100, .refill = 10, .origins = 1, .has_own = true,
-                 .own_consumed = 50, .all_consumed = 50};
+  ShareInputs in{.headroom = 100,
+                 .refill = 10,
+                 .origins = 1,
+                 .has_own = true,
+                 .own_consumed = 50,
+                 .all_consumed = 50};
   share.start_epoch(view_of(200), in, kStart);
   EXPECT_TRUE(share.unlimited());
   EXPECT_EQ(spend_epoch(share, 100, kStart), 100);
@@ -87,8 +91,12 @@ TEST(FairShareTest, ANewKeyIsProbedAsManyWaysAsItsRulesKeysAreSpentOn) {
 // Ten nodes that consumed alike: each gets a tenth of balance + refill.
 TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
   FairShare share;
-  ShareInputs in{.headroom = 100, .refill = 10, .origins = 10, .has_own = true,
-                 .own_consumed = 10, .all_consumed = 100};
+  ShareInputs in{.headroom = 100,
+                 .refill = 10,
+                 .origins = 10,
+                 .has_own = true,
+                 .own_consumed = 10,
+                 .all_consumed = 100};
   share.start_epoch(view_of(10), in, kStart);  // first epoch: marks only
   spend_epoch(share, 0, kStart);
   in.own_consumed = 20;
@@ -108,8 +116,12 @@ TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
 TEST(FairShareTest, SharesFollowRecentConsumption) {
   const auto share_of = [](std::uint64_t own) {
     FairShare share;
-    ShareInputs in{.headroom = 800, .refill = 0, .origins = 4, .has_own = own > 0,
-                   .own_consumed = 0, .all_consumed = 0};
+    ShareInputs in{.headroom = 800,
+                   .refill = 0,
+                   .origins = 4,
+                   .has_own = own > 0,
+                   .own_consumed = 0,
+                   .all_consumed = 0};
     share.start_epoch(view_of(4), in, kStart);
     in.own_consumed = own;
     in.all_consumed = 1000;
@@ -129,8 +141,8 @@ TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
   int admitted = 0;
   for (std::uint64_t node = 0; node < 1000; ++node) {
     FairShare share;
-    ShareInputs in{.headroom = 100, .refill = 0, .spenders = 200,
-                   .dither_seed = node * 0x9e3779b97f4a7c15ull};
+    ShareInputs in{
+        .headroom = 100, .refill = 0, .spenders = 200, .dither_seed = node * 0x9e3779b97f4a7c15ull};
     share.start_epoch(view_of(200), in, kStart);
     admitted += spend_epoch(share, 10, kStart);
   }
@@ -142,8 +154,12 @@ TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
 // saw dense demand (kDenseRequests in an epoch) does not, for a while.
 TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   FairShare share;
-  ShareInputs in{.headroom = 0, .refill = 0, .origins = 5, .has_own = true,
-                 .own_consumed = 1, .all_consumed = 5};
+  ShareInputs in{.headroom = 0,
+                 .refill = 0,
+                 .origins = 5,
+                 .has_own = true,
+                 .own_consumed = 1,
+                 .all_consumed = 5};
   TimeUs t = kStart;
   const auto ask = [&] {
     const FairShare::Answer answer = share.ask(1, t);
@@ -169,8 +185,12 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
 // share never goes below zero.
 TEST(FairShareTest, HugeCostsAreComparedWithoutOverflow) {
   FairShare share;
-  ShareInputs in{.headroom = std::int64_t{1} << 50, .refill = 0, .origins = 2, .has_own = true,
-                 .own_consumed = 5, .all_consumed = 10};
+  ShareInputs in{.headroom = std::int64_t{1} << 50,
+                 .refill = 0,
+                 .origins = 2,
+                 .has_own = true,
+                 .own_consumed = 5,
+                 .all_consumed = 10};
   share.start_epoch(view_of(2), in, kStart);
   share.count(kStart);  // not the epoch's first request: no sparse pass
   // Half of 2^50 is the share.
@@ -294,14 +314,14 @@ TEST_P(LimiterShareTest, PeeksAndCostsOfZeroPassNoGate) {
   EXPECT_EQ(limiter.stats().share_epochs, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ReplicatedAlgorithms, LimiterShareTest,
-    ::testing::Values(Algorithm::kTokenBucket, Algorithm::kLeakyBucket, Algorithm::kFixedWindow,
-                      Algorithm::kSlidingWindow, Algorithm::kSlidingLog, Algorithm::kGcra,
-                      Algorithm::kSmoothBursty),
-    [](const ::testing::TestParamInfo<Algorithm>& info) {
-      return std::string(algorithm_name(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
+                         ::testing::Values(Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+                                           Algorithm::kFixedWindow, Algorithm::kSlidingWindow,
+                                           Algorithm::kSlidingLog, Algorithm::kGcra,
+                                           Algorithm::kSmoothBursty),
+                         [](const ::testing::TestParamInfo<Algorithm>& info) {
+                           return std::string(algorithm_name(info.param));
+                         });
 
 // A shadow rule admits what its share refuses, and says so.
 TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {

@@ -18,8 +18,7 @@ namespace {
 // most 1.5x the limit in any later one, at least half the limit in every
 // later window in which demand reached the limit (and the perfect limiter
 // admitted half of it: not a window that catches only a burst's tail).
-void expect_fair(const Results& r, const std::string& what, double burst,
-                 double run_bound = 0.01) {
+void expect_fair(const Results& r, const std::string& what, double burst, double run_bound = 0.01) {
   const double limit = r.limit_per_window();
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * burst) << what;
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit) << what;
@@ -31,8 +30,7 @@ void expect_fair(const Results& r, const std::string& what, double burst,
 TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
   for (const int nodes : {5, 20, 50}) {
     for (const std::uint64_t seed : {1, 2, 3}) {
-      const Results r =
-          run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes)}), seed);
+      const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes)}), seed);
       expect_fair(r, std::to_string(nodes) + " nodes, seed " + std::to_string(seed), 100);
     }
   }
@@ -54,12 +52,8 @@ TEST(FairShareSimTest, AlignedBurstsHoldForEveryReplicatedAlgorithm) {
     std::vector<std::string> options;
   };
   const std::vector<Case> cases = {
-      {"token_bucket", {}},
-      {"leaky_bucket", {}},
-      {"fixed_window", {}},
-      {"sliding_log", {}},
-      {"gcra", {}},
-      {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+      {"token_bucket", {}}, {"leaky_bucket", {}}, {"fixed_window", {}},
+      {"sliding_log", {}},  {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
   };
   for (const Case& c : cases) {
     for (const std::uint64_t seed : {1, 2}) {
@@ -133,8 +127,7 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
 // probe keeps the first request of an epoch where the rule's demand is
 // sparse (strict probes admitted 53% less here).
 TEST(FairShareSimTest, SparsePerUserDemandLosesNothing) {
-  const Results r =
-      run(shipped("scale1000", {"cluster.nodes=200", "duration=\"20s\""}), 1);
+  const Results r = run(shipped("scale1000", {"cluster.nodes=200", "duration=\"20s\""}), 1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.01);
   EXPECT_GT(r.core.share_probes, 0u);
 }
