@@ -705,7 +705,8 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     if (!p.hard_token_bucket || reserve) {
       alg::Verdict& v = algorithm_scratch_[p.scratch].verdict;
       // A share that refuses what the algorithm allows refuses as the
-      // algorithm would, so throttle modes and reservations treat it alike.
+      // algorithm would, so throttle modes treat it alike (a reservation
+      // does not wait it out: below).
       if (v.allowed && gated && !share_admits(p, key, v.remaining + input.cost, input, now)) {
         v.allowed = false;
         v.remaining = 0;
