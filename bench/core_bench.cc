@@ -78,7 +78,7 @@ BENCHMARK(BM_TokenBucketHotKey);
 void BM_TokenBucketHotKeyReplicated(benchmark::State& state) {
   Limiter limiter({.replicated = true, .fair_share = state.range(0) != 0}, per_user_rules());
   limiter.enable_replication("self", 1, 0);
-  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000, .probe_us = 80'000});
+  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000});
   check_hot_key(state, limiter);
 }
 BENCHMARK(BM_TokenBucketHotKeyReplicated)->Arg(0)->Arg(1);

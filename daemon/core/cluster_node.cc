@@ -373,8 +373,11 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     if (entry.has_reset_epoch()) {
       // A floor of a reset, not consumption.
       ++stats_.reset_floors_received;
-      limiter_.merge_reset_floor(entry.key(), origin, entry.incarnation(), entry.consumed(),
-                                 entry.reset_epoch(), entry.reset_floors(), now);
+      if (limiter_.merge_reset_floor(entry.key(), origin, entry.incarnation(), entry.consumed(),
+                                     entry.reset_epoch(), entry.reset_floors(),
+                                     now) == Ledger::FloorMerge::kMalformed) {
+        ++stats_.malformed_payloads;
+      }
       continue;
     }
     const std::uint64_t increase =
@@ -467,8 +470,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   ledger.set_retransmit_rounds(rounds);
   // News of a change reaches every node within about its rounds of gossip.
   limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
-                           .horizon_us = options_.gossip_interval_us * (rounds + 1),
-                           .probe_us = options_.gossip_interval_us * (rounds + 1)});
+                           .horizon_us = options_.gossip_interval_us * (rounds + 1)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   if (options_.fanout > 0 && peers.size() > options_.fanout) {

@@ -50,8 +50,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
       static_cast<std::int64_t>(splitmix64(in.dither_seed ^ static_cast<std::uint64_t>(now)) &
                                 ((std::uint64_t{1} << kFractionBits) - 1));
 
-  const std::uint32_t others = in.origins - (in.has_own && in.origins > 0 ? 1 : 0);
-  if (others == 0) {
+  if (in.others == 0) {
     if (in.has_own || probed_ || in.spenders == 0) {
       probed_ = true;
       unlimited_ = true;
@@ -66,13 +65,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
     sparse_probe_ = in.sparse_rule;
-    epoch_end_us_ = now + view.probe_us;
+    epoch_end_us_ = now + view.horizon_us;
     young_until_us_ = epoch_end_us_ + view.horizon_us;
     return;
   }
 
   // The origins known to spend on the key, this node included.
-  const std::int64_t seen = std::max<std::int64_t>(1, in.origins + (in.has_own ? 0 : 1));
+  const std::int64_t seen = std::int64_t{in.others} + 1;
   constexpr i128 kOne = i128{1} << kFractionBits;
   // This node's part of the consumption since the previous mark, and of the
   // current window alone once it spans a few horizons (so a node whose

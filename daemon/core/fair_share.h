@@ -37,8 +37,7 @@ namespace rlimit::core {
 // What the cluster tells the Limiter each gossip round.
 struct ShareView {
   std::uint32_t live_nodes = 1;  // this node and its live peers; 1: no gate
-  TimeUs horizon_us = 0;         // an epoch: gossip interval x (rounds + 1)
-  TimeUs probe_us = 0;           // a new key's probe epoch (one horizon)
+  TimeUs horizon_us = 0;         // an epoch (a probe too): gossip interval x (rounds + 1)
 };
 
 // What the Limiter knows of a key when an epoch starts.
@@ -54,7 +53,7 @@ struct ShareInputs {
   // The rule's keys see sparse demand (no node asked for one of them many
   // times in an epoch lately): a probe keeps the first request of an epoch.
   bool sparse_rule = false;
-  std::uint32_t origins = 0;       // other origins with an entry, and this node if has_own
+  std::uint32_t others = 0;        // other origins with an entry (not this node's incarnations)
   bool has_own = false;            // this node consumed from the key (within retention)
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
@@ -84,9 +83,10 @@ class FairShare {
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;
   // Counts one request (admitted or not) towards this node's demand
-  // density on the key.
-  void count(TimeUs now) {
+  // density on the key; true while that demand is dense.
+  bool count(TimeUs now) {
     if (++asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
+    return dense(now);
   }
   // Spends `cost` of the share, which ask() found it holds.
   void spend(std::int64_t cost) {

@@ -87,6 +87,11 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
   return index;
 }
 
+Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {
+  auto it = keys_.find(key);
+  return it != keys_.end() ? it : keys_.emplace(std::string(key), KeyState{}).first;
+}
+
 Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now) {
   state.changed_us = std::max(state.changed_us, now);
   entry.sends_left = retransmit_rounds_;
@@ -168,8 +173,7 @@ std::uint64_t Ledger::dither_seed(std::string_view key) const {
 }
 
 std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
-  auto it = keys_.find(key);
-  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  const auto it = find_or_add(key);
   KeyState& state = it->second;
   std::uint64_t newest = state.reset ? state.reset->epoch : 0;
   if (state.pending) newest = std::max(newest, state.pending->epoch);
@@ -191,11 +195,9 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
                                        std::uint64_t incarnation, std::uint64_t consumed,
                                        TimeUs now) {
   assert(origin < origins_.size());
-  // A count beyond what a reset of a key can hold is malformed: it could
-  // never complete.
-  if (epoch == 0 || floor_count > kMaxOrigins) return FloorMerge::kOld;
-  auto it = keys_.find(key);
-  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  // A count beyond what a reset of a key can hold could never complete.
+  if (epoch == 0 || floor_count > kMaxOrigins) return FloorMerge::kMalformed;
+  const auto it = find_or_add(key);
   KeyState& state = it->second;
   if (state.reset && epoch <= state.reset->epoch) return FloorMerge::kOld;
   if (state.pending && epoch < state.pending->epoch) return FloorMerge::kOld;
@@ -225,9 +227,7 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
 
 void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
   if (cost == 0) return;
-  auto it = keys_.find(key);
-  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
-  add_local(key, it->second, cost, now);
+  add_local(key, find_or_add(key)->second, cost, now);
 }
 
 void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost, TimeUs now) {

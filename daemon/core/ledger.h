@@ -93,10 +93,12 @@ class Ledger {
     std::uint64_t history = 0;
   };
   enum class FloorMerge {
-    kOld,       // an older reset than the one applied or pending, or nothing new
-    kPending,   // kept: the reset waits for more of its floors
-    kComplete,  // the reset now holds all its floors and is applied: reset
-                // the key's state and charge it with chargeable_sum()
+    kOld,        // an older reset than the one applied or pending, or nothing new
+    kPending,    // kept: the reset waits for more of its floors
+    kComplete,   // the reset now holds all its floors and is applied: reset
+                 // the key's state and charge it with chargeable_sum() (the
+                 // Limiter charges at most a burst of it)
+    kMalformed,  // epoch 0, or more floors than a reset can have: dropped
   };
 
   // Our identity: `origin_id` (the node id) and the process incarnation,
@@ -201,8 +203,10 @@ class Ledger {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   using Keys = std::unordered_map<std::string, KeyState, Hash, std::equal_to<>>;
-  // Marks `entry` of the key at `it` as changed now: it is gossiped for the
-  // next retransmit_rounds_ rounds.
+  // The state of `key`, made empty if missing.
+  Keys::iterator find_or_add(std::string_view key);
+  // Marks `entry` of `key` (whose state is `state`) as changed now: it is
+  // gossiped for the next retransmit_rounds_ rounds.
   KeyState& touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now);
   static void sent_entries(KeyState& state);
   // The floor of (origin, incarnation) in the key's applied reset; 0 for none.

@@ -238,12 +238,11 @@ struct Limiter::Pending {
   // The decision (the verdict it came from, when one was built, is in the
   // scratch).
   alg::ThrottleDecision decision;
-  // Fair shares: the key's share when gated (spent on charge), and when the
-  // share refused what the algorithm allowed, until its next epoch.
-  // When gated: the key's ledger state, which holds its share (and saves
-  // add_local a lookup).
+  // Fair shares, when gated: the key's ledger state, which holds its share
+  // (and saves add_local a lookup); whether the share is spent on charge;
+  // when it refused what the algorithm allowed, until its next epoch.
   Ledger::KeyState* ledger_state = nullptr;
-  bool share_spends = false;  // admitted within the share: spent on charge
+  bool share_spends = false;
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_shares_)
 
@@ -566,6 +565,11 @@ void Limiter::prefetch(const CheckInput& input) {
   }
 }
 
+Limiter::RuleShares& Limiter::rule_shares_of(const Pending& p) {
+  // The inline limits share the last slot.
+  return rule_shares_[p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule];
+}
+
 bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                            const CheckInput& input, TimeUs now) {
   // Set afresh each time: a check may be decided twice.
@@ -603,21 +607,17 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max(in.refill, headroom_later - headroom);
     }
-    // Other origins (not this node's earlier incarnations), and this node.
-    std::uint32_t others = 0;
     for (const Ledger::Entry& e : state.entries) {
-      if (e.origin == 0) {
+      if (e.origin == 0) {  // this node, in any incarnation
         in.own_consumed += e.consumed;
       } else {
-        ++others;
+        ++in.others;
       }
     }
     in.has_own = state.own >= 0;
-    in.origins = others + (in.has_own ? 1 : 0);
     // How many nodes spend on a key of this rule, learned from its keys'
-    // epochs (x16, a running average): the inline limits share one slot.
-    const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
-    RuleShares& rule = rule_shares_[slot];
+    // epochs (x16, a running average).
+    RuleShares& rule = rule_shares_of(p);
     if (rule.spread_x16 == kSpreadUnknown) {
       // Until learned: a rule's one shared key may be spent on by every
       // node at once (strict); a key per user most likely sees a request now
@@ -637,7 +637,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     const bool learn = !share.young(now);
     share.start_epoch(share_view_, in, now);
     if (learn) {
-      const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, in.origins);
+      const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
+      const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);
       rule.spread_x16 =
           rule.spread_x16 == kSpreadUnknown ? origins_x16 : (3 * rule.spread_x16 + origins_x16) / 4;
     }
@@ -815,13 +816,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       }
       if (p.share_spends) p.ledger_state->share->spend(input.cost);
     }
-    if (p.ledger_state != nullptr) {
-      FairShare& share = *p.ledger_state->share;
-      share.count(now);
-      if (share.dense(now)) {
-        const std::size_t slot = p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule;
-        rule_shares_[slot].dense_until_us = now + FairShare::kDenseMemoryUs;
-      }
+    if (p.ledger_state != nullptr && p.ledger_state->share->count(now)) {
+      rule_shares_of(p).dense_until_us = now + FairShare::kDenseMemoryUs;
     }
     if (p.share_retry_us > 0) ++stats_.share_refused;
     RuleVerdict& v = out.rules.emplace_back();
@@ -1009,26 +1005,20 @@ void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
 }
 
-bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index,
-                                std::uint64_t incarnation, std::uint64_t floor, std::uint64_t epoch,
-                                std::uint32_t floor_count, TimeUs now) {
+Ledger::FloorMerge Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index,
+                                              std::uint64_t incarnation, std::uint64_t floor,
+                                              std::uint64_t epoch, std::uint32_t floor_count,
+                                              TimeUs now) {
   const Ledger::FloorMerge merged =
       ledger_.merge_floor(key, epoch, floor_count, origin_index, incarnation, floor, now);
-  if (merged != Ledger::FloorMerge::kComplete) return merged == Ledger::FloorMerge::kPending;
+  if (merged != Ledger::FloorMerge::kComplete) return merged;
   // The reset is complete here: the key's state starts afresh, charged with
   // what its entries hold above their floors (consumption the node that
   // reset it had not seen yet), which every node computes alike.
   ++stats_.resets_applied;
+  if (!table_.erase(key)) states_.erase(key);
   const std::optional<CompiledLimit> limit = limit_for_key(key);
-  if (!limit || (limit->options != nullptr && limit->options->local)) {
-    if (!table_.erase(key)) states_.erase(key);
-    return true;
-  }
-  if (limit->in_cell) {
-    table_.erase(key);
-  } else {
-    states_.erase(key);
-  }
+  if (!limit || (limit->options != nullptr && limit->options->local)) return merged;
   const Ledger::KeyState* state = ledger_.find(key);
   // At most one burst, as history (docs/cluster.md, "Restarts and new
   // nodes"): a node that applies a reset long after it was made (it was
@@ -1039,10 +1029,10 @@ bool Limiter::merge_reset_floor(std::string_view key, std::uint32_t origin_index
           ? std::min(Ledger::chargeable_sum(*state),
                      static_cast<std::uint64_t>(std::max<std::int64_t>(0, limit->bucket.burst)))
           : 0;
-  if (owed == 0) return true;
+  if (owed == 0) return merged;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
   if (target) charge_target(key, *target, *limit, owed, now);
-  return true;
+  return merged;
 }
 
 std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,

@@ -265,11 +265,11 @@ class Limiter {
                              std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
   // Merges a peer's floor of the reset `epoch` of `key` (Ledger::merge_floor,
   // origin interned); when that completes the reset, resets the key's state
-  // and charges it with what its entries hold above their floors. Returns
-  // true when the floor was news (pending or completing a reset).
-  bool merge_reset_floor(std::string_view key, std::uint32_t origin_index,
-                         std::uint64_t incarnation, std::uint64_t floor, std::uint64_t epoch,
-                         std::uint32_t floor_count, TimeUs now);
+  // and charges it with what its entries hold above their floors, at most a
+  // burst. Returns what the ledger did with the floor.
+  Ledger::FloorMerge merge_reset_floor(std::string_view key, std::uint32_t origin_index,
+                                       std::uint64_t incarnation, std::uint64_t floor,
+                                       std::uint64_t epoch, std::uint32_t floor_count, TimeUs now);
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
   // How long the counters of `key` are kept after their last change.
@@ -360,6 +360,7 @@ class Limiter {
     TimeUs dense_until_us = 0;                  // a key of it saw dense demand lately
   };
   std::vector<RuleShares> rule_shares_;
+  RuleShares& rule_shares_of(const Pending& p);
   std::size_t total_keys() const { return table_.size() + states_.size(); }
 
   KeyTable table_;     // token buckets and every other state that fits a StateCell

@@ -217,7 +217,20 @@ TEST(ClusterNodeTest, ForeignAndMalformedPayloadsAreCountedAndIgnored) {
   foreign.set_cluster("other");
   foreign.set_from_id("x");
   node.on_payload(foreign.SerializeAsString(), 0);
-  EXPECT_EQ(node.stats().malformed_payloads, 1u);
+  // A reset floor that claims more floors than a reset can have.
+  peer::v1::PeerMessage floor;
+  floor.set_cluster("sim");
+  floor.set_from_id("n9");
+  floor.set_from_address("10.0.0.9:7946");
+  floor.mutable_counters()->add_origins("n9");
+  auto* entry = floor.mutable_counters()->add_entries();
+  entry->set_key("k");
+  entry->set_origin(0);
+  entry->set_reset_epoch(1 << 20);
+  entry->set_reset_floors(Ledger::kMaxOrigins + 1);
+  node.on_payload(floor.SerializeAsString(), 0);
+  EXPECT_EQ(node.stats().reset_floors_received, 1u);
+  EXPECT_EQ(node.stats().malformed_payloads, 2u);
   EXPECT_EQ(node.stats().foreign_cluster, 1u);
   EXPECT_EQ(sim.remaining(0, "a"), 10);
 }

@@ -19,7 +19,7 @@ constexpr TimeUs kHorizonUs = 100'000;
 constexpr TimeUs kStart = 1'000 * kUsPerSecond;
 
 ShareView view_of(std::uint32_t live) {
-  return ShareView{.live_nodes = live, .horizon_us = kHorizonUs, .probe_us = kHorizonUs};
+  return ShareView{.live_nodes = live, .horizon_us = kHorizonUs};
 }
 
 // Requests of cost 1 admitted within the share (kCredit, spent) in one
@@ -40,7 +40,6 @@ TEST(FairShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsWholeBalance) {
   FairShare share;
   ShareInputs in{.headroom = 100,
                  .refill = 10,
-                 .origins = 1,
                  .has_own = true,
                  .own_consumed = 50,
                  .all_consumed = 50};
@@ -63,7 +62,6 @@ TEST(FairShareTest, AKeyNewHereIsProbedAtOneNthThenUnlocksWithoutNews) {
   // No news of another node by the probe's end: the whole balance.
   ASSERT_TRUE(share.due(kStart + kHorizonUs));
   in.has_own = true;
-  in.origins = 1;
   share.start_epoch(view_of(10), in, kStart + kHorizonUs);
   EXPECT_TRUE(share.unlimited());
 }
@@ -81,11 +79,17 @@ TEST(FairShareTest, ANewKeyIsProbedAsManyWaysAsItsRulesKeysAreSpentOn) {
   in.spenders = 5;
   spread.start_epoch(view_of(1000), in, kStart);
   EXPECT_EQ(spend_epoch(spread, 10, kStart), 2);  // 10 / 5
-  FairShare sparse;
+  // A share of 2/1000 of a request (and a dither that does not lift it to
+  // one): the first request passes only where the rule's demand is sparse.
   in.headroom = 2;
-  in.sparse_rule = true;
-  sparse.start_epoch(view_of(1000), in, kStart);
-  EXPECT_NE(sparse.ask(1, kStart), FairShare::Answer::kRefused);
+  in.dither_seed = 1;
+  for (const bool sparse_rule : {false, true}) {
+    FairShare probe;
+    in.sparse_rule = sparse_rule;
+    probe.start_epoch(view_of(1000), in, kStart);
+    EXPECT_EQ(probe.ask(1, kStart),
+              sparse_rule ? FairShare::Answer::kSparse : FairShare::Answer::kRefused);
+  }
 }
 
 // Ten nodes that consumed alike: each gets a tenth of balance + refill.
@@ -93,12 +97,11 @@ TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
   FairShare share;
   ShareInputs in{.headroom = 100,
                  .refill = 10,
-                 .origins = 10,
+                 .others = 9,
                  .has_own = true,
                  .own_consumed = 10,
                  .all_consumed = 100};
   share.start_epoch(view_of(10), in, kStart);  // first epoch: marks only
-  spend_epoch(share, 0, kStart);
   in.own_consumed = 20;
   in.all_consumed = 200;
   const TimeUs later = kStart + 3 * kUsPerSecond;  // past a weight window
@@ -118,7 +121,7 @@ TEST(FairShareTest, SharesFollowRecentConsumption) {
     FairShare share;
     ShareInputs in{.headroom = 800,
                    .refill = 0,
-                   .origins = 4,
+                   .others = own > 0 ? 3u : 4u,  // four origins, with this node when it spent
                    .has_own = own > 0,
                    .own_consumed = 0,
                    .all_consumed = 0};
@@ -156,7 +159,7 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   FairShare share;
   ShareInputs in{.headroom = 0,
                  .refill = 0,
-                 .origins = 5,
+                 .others = 4,
                  .has_own = true,
                  .own_consumed = 1,
                  .all_consumed = 5};
@@ -187,7 +190,7 @@ TEST(FairShareTest, HugeCostsAreComparedWithoutOverflow) {
   FairShare share;
   ShareInputs in{.headroom = std::int64_t{1} << 50,
                  .refill = 0,
-                 .origins = 2,
+                 .others = 1,
                  .has_own = true,
                  .own_consumed = 5,
                  .all_consumed = 10};

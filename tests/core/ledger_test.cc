@@ -144,6 +144,9 @@ TEST(LedgerTest, AResetAppliesWhenAllItsFloorsAreHere) {
   ledger.merge("k", b, inc, 40, 10);
   using FM = Ledger::FloorMerge;
   const std::uint64_t epoch = 5 << 20;
+  EXPECT_EQ(ledger.merge_floor("k", 0, 2, a, inc, 90, 20), FM::kMalformed);
+  EXPECT_EQ(ledger.merge_floor("k", epoch, Ledger::kMaxOrigins + 1, a, inc, 90, 20),
+            FM::kMalformed);
   EXPECT_EQ(ledger.merge_floor("k", epoch, 2, a, inc, 90, 20), FM::kPending);
   EXPECT_EQ(ledger.find("k")->reset, nullptr);  // not applied yet
   EXPECT_EQ(Ledger::chargeable_sum(*ledger.find("k")), 140u);
