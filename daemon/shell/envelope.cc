@@ -1,9 +1,7 @@
 #include "shell/envelope.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/params.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -13,20 +11,22 @@
 #include <stdexcept>
 #include <utility>
 
+#include "shell/hmac.h"
+
 namespace rlimit::shell {
 
-// One secret with its key id and an HMAC context already keyed with it, so
-// each message costs a re-init instead of a key schedule.
+static_assert(kEnvelopeMacBytes == HmacSha256::kBytes);
+
+// One secret with its key id and an HMAC already keyed with it.
 struct Keyring::Key {
   std::string secret;
   std::uint8_t id = 0;
-  EVP_MAC_CTX* ctx = nullptr;
+  std::optional<HmacSha256> hmac;
 
   Key() = default;
   Key(const Key&) = delete;
   Key& operator=(const Key&) = delete;
   ~Key() {
-    EVP_MAC_CTX_free(ctx);
     // The secret should not outlive its use in freed heap memory.
     if (!secret.empty()) OPENSSL_cleanse(secret.data(), secret.size());
   }
@@ -56,26 +56,6 @@ std::optional<std::uint8_t> key_id_of(std::string_view secret) {
     return std::nullopt;
   }
   return static_cast<std::uint8_t>(digest[0]);
-}
-
-// An HMAC-SHA256 context keyed with `secret`; nullptr if OpenSSL fails.
-EVP_MAC_CTX* keyed_context(std::string_view secret) {
-  EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  if (hmac == nullptr) return nullptr;
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(hmac);
-  EVP_MAC_free(hmac);  // the context keeps its own reference
-  if (ctx == nullptr) return nullptr;
-  char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_end(),
-  };
-  if (EVP_MAC_init(ctx, reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
-                   params) != 1) {
-    EVP_MAC_CTX_free(ctx);
-    return nullptr;
-  }
-  return ctx;
 }
 
 }  // namespace
@@ -116,8 +96,8 @@ KeyringLoad Keyring::parse(std::string_view text, std::string_view file_name) {
     auto key = std::make_unique<Key>();
     key->secret.assign(line);
     const std::optional<std::uint8_t> id = key_id_of(line);
-    key->ctx = keyed_context(line);
-    if (!id || key->ctx == nullptr) {
+    key->hmac = HmacSha256::keyed(line);
+    if (!id || !key->hmac) {
       result.error = where + "OpenSSL could not set up HMAC-SHA256 with this secret";
       return result;
     }
@@ -175,17 +155,8 @@ std::size_t Keyring::size() const { return keys_.size(); }
 std::uint8_t Keyring::signing_key_id() const { return keys_.front()->id; }
 
 bool Keyring::mac(Key& key, std::string_view payload, unsigned char (&out)[kEnvelopeMacBytes]) {
-  // Re-initializing with no key keeps the key set at construction.
-  const unsigned char header[kMagicBytes + 1] = {
-      static_cast<unsigned char>(kEnvelopeMagic[0]), static_cast<unsigned char>(kEnvelopeMagic[1]),
-      static_cast<unsigned char>(kEnvelopeMagic[2]), static_cast<unsigned char>(kEnvelopeMagic[3]),
-      key.id};
-  std::size_t written = 0;
-  return EVP_MAC_init(key.ctx, nullptr, 0, nullptr) == 1 &&
-         EVP_MAC_update(key.ctx, header, sizeof header) == 1 &&
-         EVP_MAC_update(key.ctx, reinterpret_cast<const unsigned char*>(payload.data()),
-                        payload.size()) == 1 &&
-         EVP_MAC_final(key.ctx, out, &written, sizeof out) == 1 && written == sizeof out;
+  const char id = static_cast<char>(key.id);
+  return key.hmac->sign({kEnvelopeMagic, std::string_view(&id, 1), payload}, out);
 }
 
 void Keyring::seal_into(std::string_view payload, std::string& out) {

@@ -1,9 +1,6 @@
 #include "shell/lease_token.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
@@ -22,34 +19,15 @@ LeaseTokens LeaseTokens::with_random_secret() {
 }
 
 LeaseTokens::LeaseTokens(std::string_view secret) {
-  EVP_MAC* hmac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  if (hmac != nullptr) ctx_ = EVP_MAC_CTX_new(hmac);
-  EVP_MAC_free(hmac);  // the context keeps its own reference
-  char digest[] = "SHA256";
-  const OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_end(),
-  };
-  if (ctx_ == nullptr || EVP_MAC_init(ctx_, reinterpret_cast<const unsigned char*>(secret.data()),
-                                      secret.size(), params) != 1) {
-    EVP_MAC_CTX_free(ctx_);
-    throw std::runtime_error("OpenSSL could not set up HMAC-SHA256 for lease tokens");
-  }
+  std::optional<HmacSha256> hmac = HmacSha256::keyed(secret);
+  if (!hmac) throw std::runtime_error("OpenSSL could not set up HMAC-SHA256 for lease tokens");
+  hmac_.emplace(std::move(*hmac));
 }
 
-LeaseTokens::~LeaseTokens() { EVP_MAC_CTX_free(ctx_); }
-
-LeaseTokens::LeaseTokens(LeaseTokens&& other) noexcept : ctx_(other.ctx_) { other.ctx_ = nullptr; }
-
 void LeaseTokens::tag(std::string_view key, const unsigned char* id_be, unsigned char* out) {
-  unsigned char full[EVP_MAX_MD_SIZE];
-  std::size_t written = 0;
-  if (EVP_MAC_init(ctx_, nullptr, 0, nullptr) != 1 ||
-      EVP_MAC_update(ctx_, reinterpret_cast<const unsigned char*>(key.data()), key.size()) != 1 ||
-      EVP_MAC_update(ctx_, id_be, kIdBytes) != 1 ||
-      EVP_MAC_final(ctx_, full, &written, sizeof full) != 1 || written < kTagBytes) {
-    throw std::runtime_error("HMAC-SHA256 failed (out of memory?)");
-  }
+  unsigned char full[HmacSha256::kBytes];
+  const std::string_view id(reinterpret_cast<const char*>(id_be), kIdBytes);
+  if (!hmac_->sign({key, id}, full)) throw std::runtime_error("HMAC-SHA256 failed (out of memory?)");
   std::copy(full, full + kTagBytes, out);
 }
 

@@ -14,10 +14,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
-typedef struct evp_mac_ctx_st EVP_MAC_CTX;
+#include "shell/hmac.h"
 
 namespace rlimit::shell {
 
@@ -33,11 +34,6 @@ class LeaseTokens {
   // `secret` of any length (tests use fixed ones); throws std::runtime_error
   // if OpenSSL cannot set up HMAC-SHA256.
   explicit LeaseTokens(std::string_view secret);
-  ~LeaseTokens();
-  LeaseTokens(LeaseTokens&& other) noexcept;
-  LeaseTokens& operator=(LeaseTokens&&) = delete;
-  LeaseTokens(const LeaseTokens&) = delete;
-  LeaseTokens& operator=(const LeaseTokens&) = delete;
 
   // The bytes a token of a `key_bytes`-byte key takes.
   static std::size_t token_bytes(std::size_t key_bytes) { return key_bytes + kIdBytes + kTagBytes; }
@@ -57,7 +53,7 @@ class LeaseTokens {
   // The tag of `key` followed by the id bytes `id_be`.
   void tag(std::string_view key, const unsigned char* id_be, unsigned char* out);
 
-  EVP_MAC_CTX* ctx_ = nullptr;
+  std::optional<HmacSha256> hmac_;  // always set
 };
 
 }  // namespace rlimit::shell
