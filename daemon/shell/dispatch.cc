@@ -175,16 +175,8 @@ Outcome Dispatcher::handle_check(const v1::CheckRequest& body, core::TimeUs now,
       variable_bytes += 4 + d.key().size() + d.value().size();
     }
   }
-  std::size_t bound = quick_answer_bound(count, variable_bytes);
-  if (bound > settings_.max_response_bytes) {
-    bound = kResponseFixedBytes;
-    for (const v1::Check& check : body.checks()) {
-      CheckFields fields;
-      read_check(check, fields);
-      bound += check_answer_bound(fields);
-    }
-    if (bound > settings_.max_response_bytes) return answer_too_large(bound, response);
-  }
+  const std::size_t bound = answer_bound(body.checks(), variable_bytes);
+  if (bound > settings_.max_response_bytes) return answer_too_large(bound, response);
   if (spare_check_ != nullptr) response.set_allocated_check(spare_check_.release());
   v1::CheckResponse* out = response.mutable_check();
   for (const v1::Check& check : body.checks()) {
@@ -272,11 +264,7 @@ Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, core::TimeUs now,
   }
   core::CheckInput input;
   std::size_t existed = 0;
-  if (std::string why = make_input(fields, input); why.empty()) {
-    existed = limiter_.reset(input, now, output_);
-  } else {
-    set_invalid(std::move(why));
-  }
+  if (input_or_invalid(fields, input)) existed = limiter_.reset(input, now, output_);
   if (output_.status == core::CheckStatus::kInvalid) {
     return set_error(response, v1::Error::INVALID_REQUEST, "reset: " + output_.error,
                      /*close=*/false);
@@ -300,23 +288,15 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
   ++counters_.check_requests;
   const std::vector<wire::CheckView>& checks = request_view_.checks;
   // Each descriptor takes at least 2 + key + value bytes of the payload.
-  std::size_t bound = quick_answer_bound(checks.size(), 2 * payload.size());
-  if (bound > settings_.max_response_bytes) {
-    bound = kResponseFixedBytes;
-    for (const wire::CheckView& check : checks) {
-      CheckFields fields;
-      read_check(check, fields);
-      bound += check_answer_bound(fields);
+  if (const std::size_t bound = answer_bound(checks, 2 * payload.size());
+      bound > settings_.max_response_bytes) {
+    recycle(response);
+    response.set_id(request_view_.id);
+    outcome = answer_too_large(bound, response);
+    if (!wire::append_message_frame(out, response, settings_.max_response_bytes)) {
+      wire::append_message_frame(out, response, UINT32_MAX);
     }
-    if (bound > settings_.max_response_bytes) {
-      recycle(response);
-      response.set_id(request_view_.id);
-      outcome = answer_too_large(bound, response);
-      if (!wire::append_message_frame(out, response, settings_.max_response_bytes)) {
-        wire::append_message_frame(out, response, UINT32_MAX);
-      }
-      return true;
-    }
+    return true;
   }
   writer_.begin(request_view_.id);
   // A batch: start fetching the buckets of the checks a few places ahead,
@@ -410,6 +390,20 @@ void Dispatcher::read_check(const wire::CheckView& check, CheckFields& fields) {
   }
 }
 
+template <typename Checks>
+std::size_t Dispatcher::answer_bound(const Checks& checks, std::size_t variable_bytes) {
+  const std::size_t quick = quick_answer_bound(static_cast<std::size_t>(checks.size()),
+                                               variable_bytes);
+  if (quick <= settings_.max_response_bytes) return quick;
+  std::size_t bound = kResponseFixedBytes;
+  for (const auto& check : checks) {
+    CheckFields fields;
+    read_check(check, fields);
+    bound += check_answer_bound(fields);
+  }
+  return bound;
+}
+
 std::size_t Dispatcher::quick_answer_bound(std::size_t checks, std::size_t variable_bytes) const {
   // Per check: an error (its text quotes at most one descriptor key), or a
   // result per rule and one for the inline limit (named by its key), each
@@ -463,12 +457,13 @@ void Dispatcher::prefetch(const wire::CheckView& check) {
 
 void Dispatcher::decide(const CheckFields& check, core::TimeUs now) {
   core::CheckInput input;
-  if (std::string why = make_input(check, input); why.empty()) {
-    limiter_.check(input, now, output_);
-  } else {
-    set_invalid(std::move(why));
-  }
+  if (input_or_invalid(check, input)) limiter_.check(input, now, output_);
   make_lease_tokens();
+}
+
+bool Dispatcher::input_or_invalid(const CheckFields& check, core::CheckInput& input) {
+  std::string why = make_input(check, input);
+  return why.empty() || set_invalid(std::move(why));
 }
 
 void Dispatcher::make_lease_tokens() {

@@ -97,18 +97,23 @@ class Dispatcher {
   // Fills `input` from `check` (descriptors from descriptors_). Returns why
   // the check's values do not fit the core's types, or "" when they do.
   std::string make_input(const CheckFields& check, core::CheckInput& input);
+  // The same, making output_ the INVALID answer (counted) when they do not.
+  bool input_or_invalid(const CheckFields& check, core::CheckInput& input);
   // Reads one check of either decoder into `fields` and descriptors_.
   void read_check(const v1::Check& check, CheckFields& fields);
   void read_check(const wire::CheckView& check, CheckFields& fields);
 
   // A batch whose answer could exceed max_response_bytes is refused whole
   // before any of it is decided, so nothing is charged for an answer the
-  // client never gets. The bound is found in two steps: quick_answer_bound
-  // from the rules' facts, the number of checks and `variable_bytes` (at
-  // least the sum over the checks of their inline key's bytes and 4 + key +
-  // value bytes per descriptor: twice the payload is enough), O(1); only if
-  // that is above the limit, check_answer_bound of each check from what it
-  // would match (Limiter::shape), which decides nothing.
+  // client never gets. answer_bound() finds the bound of a batch of either
+  // decoder's checks in two steps: quick_answer_bound from the rules' facts,
+  // the number of checks and `variable_bytes` (at least the sum over the
+  // checks of their inline key's bytes and 4 + key + value bytes per
+  // descriptor: twice the payload is enough), O(1); only if that is above
+  // the limit, check_answer_bound of each check from what it would match
+  // (Limiter::shape), which decides nothing.
+  template <typename Checks>
+  std::size_t answer_bound(const Checks& checks, std::size_t variable_bytes);
   std::size_t quick_answer_bound(std::size_t checks, std::size_t variable_bytes) const;
   std::size_t check_answer_bound(const CheckFields& check);
   // Makes `response` the refusal of a batch whose answer could take `bound`

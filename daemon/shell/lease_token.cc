@@ -27,7 +27,9 @@ LeaseTokens::LeaseTokens(std::string_view secret) {
 void LeaseTokens::tag(std::string_view key, const unsigned char* id_be, unsigned char* out) {
   unsigned char full[HmacSha256::kBytes];
   const std::string_view id(reinterpret_cast<const char*>(id_be), kIdBytes);
-  if (!hmac_->sign({key, id}, full)) throw std::runtime_error("HMAC-SHA256 failed (out of memory?)");
+  if (!hmac_->sign({key, id}, full)) {
+    throw std::runtime_error("HMAC-SHA256 failed (out of memory?)");
+  }
   std::copy(full, full + kTagBytes, out);
 }
 
