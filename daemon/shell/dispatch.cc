@@ -250,18 +250,7 @@ Outcome Dispatcher::handle_reset(const v1::ResetRequest& body, core::TimeUs now,
                      "reset is disabled on this daemon (allow_reset = false)", /*close=*/false);
   }
   CheckFields fields;
-  fields.has_inline_limit = body.has_inline_limit();
-  if (fields.has_inline_limit) {
-    const v1::InlineLimit& limit = body.inline_limit();
-    fields.inline_key = limit.key();
-    fields.inline_limit = limit.limit();
-    fields.inline_period_ms = limit.period_ms();
-    fields.inline_burst = limit.burst();
-  }
-  descriptors_.clear();
-  for (const v1::Descriptor& d : body.descriptors()) {
-    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
-  }
+  read_target(body, fields);
   core::CheckInput input;
   std::size_t existed = 0;
   if (input_or_invalid(fields, input)) existed = limiter_.reset(input, now, output_);
@@ -352,24 +341,29 @@ bool Dispatcher::answer_checks(std::string_view payload, core::TimeUs now, v1::R
   return true;
 }
 
-void Dispatcher::read_check(const v1::Check& check, CheckFields& fields) {
-  fields.has_cost = check.has_cost();
-  fields.cost = check.cost();
-  fields.has_inline_limit = check.has_inline_limit();
+template <typename Message>
+void Dispatcher::read_target(const Message& message, CheckFields& fields) {
+  fields.has_inline_limit = message.has_inline_limit();
   if (fields.has_inline_limit) {
-    const v1::InlineLimit& limit = check.inline_limit();
+    const v1::InlineLimit& limit = message.inline_limit();
     fields.inline_key = limit.key();
     fields.inline_limit = limit.limit();
     fields.inline_period_ms = limit.period_ms();
     fields.inline_burst = limit.burst();
   }
+  descriptors_.clear();
+  for (const v1::Descriptor& d : message.descriptors()) {
+    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
+  }
+}
+
+void Dispatcher::read_check(const v1::Check& check, CheckFields& fields) {
+  read_target(check, fields);
+  fields.has_cost = check.has_cost();
+  fields.cost = check.cost();
   fields.mode = static_cast<std::int32_t>(check.mode());
   fields.has_max_wait_us = check.has_max_wait_us();
   fields.max_wait_us = check.max_wait_us();
-  descriptors_.clear();
-  for (const v1::Descriptor& d : check.descriptors()) {
-    descriptors_.push_back(core::Descriptor{.key = d.key(), .value = d.value()});
-  }
 }
 
 void Dispatcher::read_check(const wire::CheckView& check, CheckFields& fields) {

@@ -99,6 +99,10 @@ class Dispatcher {
   std::string make_input(const CheckFields& check, core::CheckInput& input);
   // The same, making output_ the INVALID answer (counted) when they do not.
   bool input_or_invalid(const CheckFields& check, core::CheckInput& input);
+  // Reads what a Check or a ResetRequest names (inline limit, descriptors)
+  // into `fields` and descriptors_.
+  template <typename Message>
+  void read_target(const Message& message, CheckFields& fields);
   // Reads one check of either decoder into `fields` and descriptors_.
   void read_check(const v1::Check& check, CheckFields& fields);
   void read_check(const wire::CheckView& check, CheckFields& fields);
