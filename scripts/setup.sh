@@ -12,6 +12,8 @@ packages=(
   libspdlog-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libbenchmark-dev libssl-dev
   redis-server libhiredis-dev
+  libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev
+  nginx python3-protobuf python3-grpcio python3-pytest python3-venv
 )
 missing=()
 for p in "${packages[@]}"; do
