@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rlimit/client.h"
+#include "rlimit/ratelimit_headers.h"
 #include "rlimit/rlimit.h"
 
 struct rlimit_client {
@@ -323,3 +324,46 @@ const char* rlimit_status_string(rlimit_status_t status) {
 }
 
 }  // extern "C"
+
+int rlimit_ratelimit_headers(const rlimit_rule_status_t* rules, size_t n, int allowed,
+                             int64_t retry_after_us, char* policy, size_t policy_bytes,
+                             char* ratelimit, size_t ratelimit_bytes, char* retry_after,
+                             size_t retry_after_bytes) {
+  if (rules == nullptr && n > 0) return RLIMIT_ERR_INVALID_ARGUMENT;
+  if ((policy == nullptr && policy_bytes > 0) || (ratelimit == nullptr && ratelimit_bytes > 0) ||
+      (retry_after == nullptr && retry_after_bytes > 0)) {
+    return RLIMIT_ERR_INVALID_ARGUMENT;
+  }
+  try {
+    std::vector<rlimit::RateLimitHeaderItem> items;
+    items.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const rlimit_rule_status_t& rule = rules[i];
+      items.push_back({.name = std::string_view(rule.name, strnlen(rule.name, RLIMIT_NAME_BYTES)),
+                       .limit = rule.limit,
+                       .period_ms = rule.period_ms,
+                       .remaining = rule.remaining,
+                       .reset_after_us = rule.reset_after_us});
+    }
+    const rlimit::RateLimitHeaders headers =
+        rlimit::ratelimit_headers(items, allowed != 0, retry_after_us);
+    int result = RLIMIT_OK;
+    const auto put = [&result](char* out, std::size_t bytes, const std::string& text) {
+      if (out == nullptr) return;
+      if (text.size() >= bytes) {
+        if (bytes > 0) out[0] = '\0';
+        result = RLIMIT_ERR_TRUNCATED;
+        return;
+      }
+      std::memcpy(out, text.c_str(), text.size() + 1);
+    };
+    put(policy, policy_bytes, headers.policy);
+    put(ratelimit, ratelimit_bytes, headers.ratelimit);
+    put(retry_after, retry_after_bytes, headers.retry_after);
+    return result;
+  } catch (const std::bad_alloc&) {
+    return RLIMIT_ERR_NO_MEMORY;
+  } catch (...) {
+    return RLIMIT_ERR_INTERNAL;
+  }
+}

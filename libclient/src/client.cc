@@ -15,6 +15,7 @@
 //    returns them; a ticket is `ready` once answered (by the daemon or by a
 //    failure).
 #include "rlimit/client.h"
+#include "rlimit/ratelimit_headers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -262,6 +263,19 @@ std::int64_t Decision::retry_after_us() const {
     longest = std::max(longest, rule.retry_after_us);
   }
   return longest;
+}
+
+RateLimitHeaders ratelimit_headers(const Decision& decision) {
+  std::vector<RateLimitHeaderItem> items;
+  items.reserve(decision.rules.size());
+  for (const RuleStatus& rule : decision.rules) {
+    items.push_back({.name = rule.name,
+                     .limit = rule.limit,
+                     .period_ms = rule.period_ms,
+                     .remaining = rule.remaining,
+                     .reset_after_us = rule.reset_after_us});
+  }
+  return ratelimit_headers(items, decision.allowed, decision.retry_after_us());
 }
 
 struct Client::Impl {

@@ -180,6 +180,23 @@ RLIMIT_API void rlimit_leases_free(rlimit_leases_t* leases);
 RLIMIT_API int rlimit_reset(rlimit_client_t* client, const rlimit_descriptor_t* descs, size_t n,
                             uint64_t* keys_reset, char* error, size_t error_bytes);
 
+/* ---- IETF RateLimit header fields (appended; nothing above changed) ---- */
+
+#define RLIMIT_ERR_TRUNCATED (-5) /* an output buffer was too small */
+
+/* Writes the values of the IETF RateLimit header fields for a decision
+ * (draft-ietf-httpapi-ratelimit-headers: `RateLimit-Policy: "name";q=100;w=60`
+ * and `RateLimit: "name";r=50;t=30`), one list member per rule in `rules`
+ * (as rlimit_check_detailed() filled them), and `Retry-After` in whole seconds
+ * when `allowed` is zero and `retry_after_us` is above 0 (else ""). Each
+ * output is NUL-terminated; a NULL output with 0 bytes is skipped. Returns
+ * RLIMIT_OK, or RLIMIT_ERR_TRUNCATED when some output did not fit (it then
+ * holds "", never a cut field). The same text as rlimit::ratelimit_headers(). */
+RLIMIT_API int rlimit_ratelimit_headers(const rlimit_rule_status_t* rules, size_t n, int allowed,
+                                        int64_t retry_after_us, char* policy, size_t policy_bytes,
+                                        char* ratelimit, size_t ratelimit_bytes, char* retry_after,
+                                        size_t retry_after_bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
