@@ -238,7 +238,10 @@ class Client:
         """Writes what submit() queued, waiting at most `timeout`."""
         if not self._out:
             return
-        self._pump(time.monotonic() + self.options.timeout, lambda: not self._out)
+        try:
+            self._pump(time.monotonic() + self.options.timeout, lambda: not self._out)
+        except Failure:
+            pass  # every outstanding ticket has been answered by FailMode
 
     def receive(self) -> Tuple[int, Decision]:
         """The oldest outstanding ticket and its decision, waiting at most
@@ -248,9 +251,13 @@ class Client:
             return 0, Decision(False, DecisionStatus.INVALID, "receive() with nothing pending")
         ticket = next(iter(self._tickets))
         if self._tickets[ticket] is None:
-            self._pump(
-                time.monotonic() + self.options.timeout, lambda: self._tickets[ticket] is not None
-            )
+            try:
+                self._pump(
+                    time.monotonic() + self.options.timeout,
+                    lambda: self._tickets[ticket] is not None,
+                )
+            except Failure:
+                pass  # every outstanding ticket has been answered by FailMode
         decision = self._tickets.pop(ticket)
         assert decision is not None  # _pump answered it or failed, which answers all
         return ticket, decision
