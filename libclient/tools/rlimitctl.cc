@@ -8,24 +8,32 @@
 //   rlimitctl ... reset key=value... [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] status [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] members [--json]
+//   rlimitctl convert envoy-ratelimit CONFIG.yaml [-o OUT.toml]
 //
 // Exit codes (scripts rely on them): 0 allowed / ok, 1 denied (release: some
 // lease was not released), 2 usage error (including a check or reset the
 // daemon rejected as invalid), 3 daemon unavailable or answering with a
-// protocol error (reset: also a daemon with allow_reset = false).
+// protocol error (reset: also a daemon with allow_reset = false). convert:
+// 0 converted (warnings on stderr), 2 unreadable, malformed or invalid input
+// (nothing written), or output that could not be written.
 //
 // Lease tokens are bytes; rlimitctl prints and reads them as hex.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "envoy_convert.h"
 #include "json_writer.h"
 #include "rlimit/client.h"
 #include "text_format.h"
@@ -423,6 +431,45 @@ int run_members(const GlobalOptions& global, bool as_json) {
   return kExitAllowed;
 }
 
+// `convert envoy-ratelimit`: reads `input` ("-": stdin), writes the rules to
+// `output` ("" or "-": stdout) only when the input converted.
+int run_convert_envoy(const std::string& input, const std::string& output) {
+  std::ostringstream text;
+  if (input == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(input, std::ios::binary);
+    if (!in) {
+      std::cerr << "rlimitctl: cannot read " << input << ": " << std::strerror(errno) << '\n';
+      return kExitUsage;
+    }
+    text << in.rdbuf();
+  }
+  const rlimit::tools::EnvoyConvertResult result =
+      rlimit::tools::convert_envoy_ratelimit(text.str(), input == "-" ? "<stdin>" : input);
+  for (const std::string& error : result.errors) std::cerr << "rlimitctl: error: " << error << '\n';
+  if (!result.ok()) {
+    std::cerr << "rlimitctl: " << input << " not converted\n";
+    return kExitUsage;
+  }
+  for (const std::string& warning : result.warnings) {
+    std::cerr << "rlimitctl: warning: " << warning << '\n';
+  }
+  for (const std::string& note : result.notes) std::cerr << "rlimitctl: note: " << note << '\n';
+  if (output.empty() || output == "-") {
+    std::cout << result.toml << std::flush;
+    return std::cout ? kExitAllowed : kExitUsage;
+  }
+  std::ofstream out(output, std::ios::binary | std::ios::trunc);
+  out << result.toml;
+  out.close();
+  if (!out) {
+    std::cerr << "rlimitctl: cannot write " << output << ": " << std::strerror(errno) << '\n';
+    return kExitUsage;
+  }
+  return kExitAllowed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -509,6 +556,19 @@ int main(int argc, char** argv) {
   members->fallthrough();
   members->add_flag("--json", members_json, "Print the membership as JSON");
 
+  CLI::App* convert = app.add_subcommand(
+      "convert", "Convert another rate limiter's configuration into rlimit rules (no daemon).");
+  convert->require_subcommand(1);
+  std::string convert_input;
+  std::string convert_output;
+  CLI::App* convert_envoy = convert->add_subcommand(
+      "envoy-ratelimit",
+      "envoyproxy/ratelimit YAML to rlimit TOML; what cannot be expressed is said on stderr and "
+      "in comments. Exit 0 converted, 2 malformed or invalid input.");
+  convert_envoy->add_option("config", convert_input, "The ratelimit YAML file (-: stdin)")
+      ->required();
+  convert_envoy->add_option("-o,--output", convert_output, "Write the TOML here (default: stdout)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -522,6 +582,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (convert_envoy->parsed()) return run_convert_envoy(convert_input, convert_output);
   try {
     if (check->parsed()) return run_check(global, descriptors, cost, check_json);
     if (peek.app->parsed()) {
