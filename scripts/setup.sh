@@ -14,6 +14,7 @@ packages=(
   redis-server libhiredis-dev
   libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev
   nginx python3-protobuf python3-grpcio python3-pytest python3-venv
+  python3-setuptools python3-wheel
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -97,7 +97,17 @@ constexpr std::size_t kMaxHostLabelBytes = 63;
 // The limiter tags a bucket with its override's index in one byte (0 = none).
 constexpr std::size_t kMaxOverridesPerRule = 255;
 
-constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "rule", "exempt"};
+constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "http", "grpc", "rule",
+                                              "exempt"};
+constexpr std::string_view kHttpKeys[] = {"listen",          "deny_status",     "ietf_headers",
+                                          "max_body_bytes",  "max_header_bytes", "max_connections",
+                                          "request_timeout", "idle_timeout"};
+constexpr std::string_view kGrpcKeys[] = {"listen", "unix_socket", "ietf_headers",
+                                          "max_message_bytes", "max_pending"};
+constexpr IntRange kHttpBodyBytesRange{64, 16 * 1024 * 1024};
+constexpr IntRange kHttpHeaderBytesRange{1024, 1024 * 1024};
+constexpr IntRange kGrpcMessageBytesRange{64, 16 * 1024 * 1024};
+constexpr IntRange kGrpcMaxPendingRange{1, 1'000'000};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -371,6 +381,16 @@ class Loader {
         read_cluster(*cluster, config.cluster);
       }
     }
+    if (const toml::node* node = root.get("http")) {
+      if (const toml::table* http = expect<toml::table>(*node, "http", " ([http])")) {
+        read_http(*http, config.http);
+      }
+    }
+    if (const toml::node* node = root.get("grpc")) {
+      if (const toml::table* grpc = expect<toml::table>(*node, "grpc", " ([grpc])")) {
+        read_grpc(*grpc, config.grpc);
+      }
+    }
     max_descriptors_per_check_ = config.daemon.limiter.max_descriptors_per_check;
     if (const toml::node* node = root.get("rule")) {
       read_rules(*node, max_rules, config.rules.rules);
@@ -627,6 +647,66 @@ class Loader {
     if (auto n = read_integer(*node, prefix + std::string(key), range)) {
       out = static_cast<std::uint32_t>(*n);
     }
+  }
+
+  // ----- [http] and [grpc] ------------------------------------------------
+
+  void read_http(const toml::table& http, HttpSettings& out) {
+    const std::string prefix = "http: ";
+    check_keys(http, kHttpKeys, prefix);
+    auto what = [&](std::string_view key) { return prefix + std::string(key); };
+    if (const toml::node* node = http.get("listen")) {
+      if (auto address = read_host_port(*node, what("listen"))) out.listen = std::move(*address);
+    }
+    if (const toml::node* node = http.get("deny_status")) {
+      if (const auto* v = expect<std::int64_t>(*node, what("deny_status"))) {
+        if (v->get() == 429 || v->get() == 403) {
+          out.deny_status = static_cast<std::uint32_t>(v->get());
+        } else {
+          error(*node, what("deny_status") + " " + std::to_string(v->get()) +
+                           ": must be 429 or 403 (nginx auth_request turns any other denial "
+                           "status into a 500)");
+        }
+      }
+    }
+    if (const toml::node* node = http.get("ietf_headers")) {
+      if (const auto* v = expect<bool>(*node, what("ietf_headers"))) out.ietf_headers = v->get();
+    }
+    read_uint32(http, "max_body_bytes", prefix, kHttpBodyBytesRange, out.max_body_bytes);
+    read_uint32(http, "max_header_bytes", prefix, kHttpHeaderBytesRange, out.max_header_bytes);
+    read_uint32(http, "max_connections", prefix, kMaxConnectionsRange, out.max_connections);
+    if (const toml::node* node = http.get("request_timeout")) {
+      if (auto us = read_duration(*node, what("request_timeout"), 1)) out.request_timeout_us = *us;
+    }
+    if (const toml::node* node = http.get("idle_timeout")) {
+      if (auto us = read_duration(*node, what("idle_timeout"), 1)) out.idle_timeout_us = *us;
+    }
+  }
+
+  void read_grpc(const toml::table& grpc, GrpcSettings& out) {
+    const std::string prefix = "grpc: ";
+    check_keys(grpc, kGrpcKeys, prefix);
+    auto what = [&](std::string_view key) { return prefix + std::string(key); };
+    if (const toml::node* node = grpc.get("listen")) {
+      if (auto address = read_host_port(*node, what("listen"))) out.listen = std::move(*address);
+    }
+    if (const toml::node* node = grpc.get("unix_socket")) {
+      if (const auto* v = expect<std::string>(*node, what("unix_socket"))) {
+        const std::string& path = v->get();
+        if (path.empty() || path.find('\0') != std::string::npos ||
+            path.size() > kMaxSocketPathBytes) {
+          error(*node, what("unix_socket") + " " + quote(path) + ": must be a path of 1 to " +
+                           std::to_string(kMaxSocketPathBytes) + " bytes without NUL");
+        } else {
+          out.unix_socket = path;
+        }
+      }
+    }
+    if (const toml::node* node = grpc.get("ietf_headers")) {
+      if (const auto* v = expect<bool>(*node, what("ietf_headers"))) out.ietf_headers = v->get();
+    }
+    read_uint32(grpc, "max_message_bytes", prefix, kGrpcMessageBytesRange, out.max_message_bytes);
+    read_uint32(grpc, "max_pending", prefix, kGrpcMaxPendingRange, out.max_pending);
   }
 
   // ----- [cluster] --------------------------------------------------------

@@ -70,9 +70,36 @@ struct ClusterSettings {
   bool fair_share = true;  // spend a fair share of a key others spend on (core/fair_share.h)
 };
 
+// The [http] section: the HTTP check face (GET/POST /v1/check, for nginx
+// auth_request, Traefik ForwardAuth and any HTTP client). Off while `listen`
+// is empty. Changes need a restart.
+struct HttpSettings {
+  std::string listen;              // host:port of the listener; empty: no listener
+  std::uint32_t deny_status = 429; // 429, or 403 for nginx auth_request
+  bool ietf_headers = true;        // RateLimit-Policy, RateLimit, Retry-After on answers
+  std::uint32_t max_body_bytes = 64 * 1024;     // POST bodies; larger: 413, counted
+  std::uint32_t max_header_bytes = 16 * 1024;   // request line + headers; larger: 431, counted
+  std::uint32_t max_connections = 1024;         // beyond: closed at once, counted
+  std::int64_t request_timeout_us = 10'000'000; // a request must arrive whole within this
+  std::int64_t idle_timeout_us = 60'000'000;    // a kept-alive connection idle this long is closed
+};
+
+// The [grpc] section: Envoy's RateLimitService v3 (ShouldRateLimit), for
+// Envoy's ratelimit filter, Istio and Contour. Off unless `listen` or
+// `unix_socket` is set (either or both). Changes need a restart.
+struct GrpcSettings {
+  std::string listen;       // host:port (loopback advised: the API is unauthenticated)
+  std::string unix_socket;  // path of a Unix socket
+  bool ietf_headers = true; // response_headers_to_add carries the IETF fields and Retry-After
+  std::uint32_t max_message_bytes = 64 * 1024;  // larger requests: RESOURCE_EXHAUSTED, counted
+  std::uint32_t max_pending = 4096;  // calls waiting for the event loop; beyond: UNAVAILABLE, counted
+};
+
 struct Config {
   DaemonSettings daemon;
   ClusterSettings cluster;
+  HttpSettings http;
+  GrpcSettings grpc;
   core::RuleSet rules;
   std::string source;  // file name, or "<built-in>"
 };

@@ -55,13 +55,26 @@ struct ShellCounters {
   std::uint64_t busy_poll_hits = 0;
   std::uint64_t busy_poll_misses = 0;
   std::uint64_t busy_poll_cpu_us = 0;
+  // The HTTP face ([http], http_server.h): connections, requests by route,
+  // and what was refused (each answered with its status and a message).
+  std::uint64_t http_connections_accepted = 0;
+  std::uint64_t http_connections_rejected = 0;  // over [http] max_connections: closed at once
+  std::uint64_t http_connections_open = 0;      // a gauge
+  std::uint64_t http_requests = 0;              // every request read whole
+  std::uint64_t http_checks = 0;                // /v1/check requests decided
+  std::uint64_t http_denied = 0;                // of those, answered with the deny status
+  std::uint64_t http_bad_requests = 0;          // 400: a check that does not map (message says why)
+  std::uint64_t http_not_found = 0;             // 404 and 405
+  std::uint64_t http_too_large = 0;             // 413 body or 431 header over its bound
+  std::uint64_t http_timeouts = 0;              // closed: request not whole within request_timeout
+  std::uint64_t http_malformed = 0;             // bytes that are not HTTP/1.1: 400 and closed
 };
 
 // Calls f(name, value) for every counter, in declaration order.
 template <typename F>
 void for_each_counter(const ShellCounters& c, F&& f) {
   // Adding a field without listing it here would hide it from status.
-  static_assert(sizeof(ShellCounters) == 36 * sizeof(std::uint64_t),
+  static_assert(sizeof(ShellCounters) == 47 * sizeof(std::uint64_t),
                 "list every ShellCounters field in for_each_counter");
   f(std::string_view("connections_accepted"), c.connections_accepted);
   f(std::string_view("connections_rejected"), c.connections_rejected);
@@ -99,6 +112,17 @@ void for_each_counter(const ShellCounters& c, F&& f) {
   f(std::string_view("busy_poll_hits"), c.busy_poll_hits);
   f(std::string_view("busy_poll_misses"), c.busy_poll_misses);
   f(std::string_view("busy_poll_cpu_us"), c.busy_poll_cpu_us);
+  f(std::string_view("http_connections_accepted"), c.http_connections_accepted);
+  f(std::string_view("http_connections_rejected"), c.http_connections_rejected);
+  f(std::string_view("http_connections_open"), c.http_connections_open);
+  f(std::string_view("http_requests"), c.http_requests);
+  f(std::string_view("http_checks"), c.http_checks);
+  f(std::string_view("http_denied"), c.http_denied);
+  f(std::string_view("http_bad_requests"), c.http_bad_requests);
+  f(std::string_view("http_not_found"), c.http_not_found);
+  f(std::string_view("http_too_large"), c.http_too_large);
+  f(std::string_view("http_timeouts"), c.http_timeouts);
+  f(std::string_view("http_malformed"), c.http_malformed);
 }
 
 // The peer transports' counters (gossip UDP or mesh TCP): what reached the

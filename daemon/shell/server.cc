@@ -25,11 +25,14 @@
 #include <vector>
 
 #include "core/limiter.h"
+#include "rlimit/v1/client.pb.h"
 #include "shell/clock.h"
 #include "shell/cluster_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
 #include "shell/event_loop.h"
+#include "shell/http_check.h"
+#include "shell/http_server.h"
 #include "shell/load_meter.h"
 #include "shell/logging.h"
 #include "shell/reload.h"
@@ -57,6 +60,7 @@ class Server {
       : io_(io),
         settings_(std::move(options.config.daemon)),
         cluster_settings_(std::move(options.config.cluster)),
+        http_settings_(std::move(options.config.http)),
         keyring_(std::move(options.keyring)),
         config_path_(std::move(options.config_path)),
         overrides_(std::move(options.overrides)),
@@ -85,6 +89,9 @@ class Server {
  private:
   bool listen();
   bool start_cluster();
+  bool start_http();
+  // Answers one request of the HTTP listener (http_server.h).
+  HttpAnswer answer_http(std::string_view method, std::string_view target, std::string_view body);
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> signal_loop();
@@ -104,6 +111,7 @@ class Server {
   asio::io_context& io_;
   config::DaemonSettings settings_;                 // sessions and dispatcher read it live
   const config::ClusterSettings cluster_settings_;  // changes need a restart
+  const config::HttpSettings http_settings_;        // changes need a restart
   std::optional<Keyring> keyring_;                  // until the cluster service takes it
   const std::string config_path_;
   const SettingOverrides overrides_;
@@ -123,6 +131,10 @@ class Server {
   // first.
   std::unique_ptr<ClusterService> cluster_;
   bool cluster_done_ = true;  // no cluster, or it has left
+  // The HTTP face, when [http] listen is set; its messages are reused.
+  std::unique_ptr<HttpServer> http_;
+  v1::Request http_request_;
+  v1::Response http_response_;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
   std::uint64_t next_session_id_ = 1;
@@ -136,6 +148,7 @@ class Server {
 bool Server::start() {
   if (!listen()) return false;
   if (cluster_settings_.mode != config::ClusterMode::kNone && !start_cluster()) return false;
+  if (!http_settings_.listen.empty() && !start_http()) return false;
   spawn("accept loop", accept_loop());
   spawn("sweep loop", sweep_loop());
   spawn("signal loop", signal_loop());
@@ -213,6 +226,44 @@ bool Server::start_cluster() {
   status_.cluster = &cluster_->node();
   status_.peer_counters = &cluster_->counters();
   return true;
+}
+
+bool Server::start_http() {
+  http_ = std::make_unique<HttpServer>(
+      io_, http_settings_, counters_,
+      [this](std::string_view method, std::string_view target, std::string_view body) {
+        return answer_http(method, target, body);
+      });
+  std::string error;
+  if (!http_->start(error)) {
+    spdlog::error("{}", error);
+    return false;
+  }
+  return true;
+}
+
+HttpAnswer Server::answer_http(std::string_view method, std::string_view target,
+                               std::string_view body) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path != "/v1/check") {
+    ++counters_.http_not_found;
+    return http_error(404, "no such path; the daemon answers /v1/check");
+  }
+  const HttpCheckMapping mapping =
+      map_http_check(method, target, body, http_settings_.deny_status,
+                     settings_.limiter.max_descriptors_per_check, http_request_);
+  if (!mapping.ok) {
+    ++(mapping.error.status == 405 ? counters_.http_not_found : counters_.http_bad_requests);
+    return mapping.error;
+  }
+  if (shutting_down_) return http_error(503, "the daemon is shutting down");
+  ++counters_.http_checks;
+  dispatcher_.handle(http_request_, steady_now_us(), http_response_);
+  HttpAnswer answer =
+      answer_http_check(http_response_, mapping.deny_status, http_settings_.ietf_headers);
+  if (answer.status == mapping.deny_status) ++counters_.http_denied;
+  if (answer.status == 400) ++counters_.http_bad_requests;
+  return answer;
 }
 
 void Server::spawn(std::string_view what, asio::awaitable<void> task) {
@@ -317,6 +368,7 @@ void Server::begin_shutdown(int exit_code) {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   sweep_timer_.cancel();
+  if (http_ != nullptr) http_->stop();
   // The socket file goes first, so new clients fail fast instead of queueing
   // on a listener that will never accept them.
   remove_socket_file();

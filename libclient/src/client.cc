@@ -271,7 +271,7 @@ RateLimitHeaders ratelimit_headers(const Decision& decision) {
   for (const RuleStatus& rule : decision.rules) {
     items.push_back({.name = rule.name,
                      .limit = rule.limit,
-                     .period_ms = rule.period_ms,
+                     .period_ms = rule.algorithm == "concurrency" ? 0 : rule.period_ms,
                      .remaining = rule.remaining,
                      .reset_after_us = rule.reset_after_us});
   }

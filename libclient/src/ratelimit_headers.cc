@@ -74,6 +74,7 @@ RateLimitHeaders ratelimit_headers(std::span<const RateLimitHeaderItem> items, b
     if (item.period_ms == 0) {
       headers.policy += ";q=";
       append_integer(headers.policy, item.limit);
+      headers.policy += ";qu=\"concurrent-requests\"";
     } else {
       std::uint64_t q = 0;
       std::uint64_t w = 0;
@@ -88,8 +89,12 @@ RateLimitHeaders ratelimit_headers(std::span<const RateLimitHeaderItem> items, b
     append_sf_string(headers.ratelimit, item.name);
     headers.ratelimit += ";r=";
     append_integer(headers.ratelimit, item.remaining);
-    headers.ratelimit += ";t=";
-    append_integer(headers.ratelimit, ceil_seconds(item.reset_after_us));
+    // A concurrency limit frees slots when work ends, not at a time; a
+    // limit that never refills has no reset either.
+    if (item.period_ms != 0 && item.reset_after_us >= 0) {
+      headers.ratelimit += ";t=";
+      append_integer(headers.ratelimit, ceil_seconds(item.reset_after_us));
+    }
   }
   if (!allowed && retry_after_us > 0) {
     headers.retry_after = std::to_string(std::max<std::uint64_t>(1, ceil_seconds(retry_after_us)));

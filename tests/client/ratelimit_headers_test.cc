@@ -76,9 +76,13 @@ TEST(RateLimitHeadersTest, PeriodsBelowASecondKeepTheRateInWholeSeconds) {
   // No whole window up to 1000 s: the per-second rate, rounded down.
   items[0] = {.name = "prime", .limit = 1000, .period_ms = 1009};
   EXPECT_EQ(ratelimit_headers(items, true, 0).policy, R"("prime";q=991;w=1)");
-  // A concurrency limit has no window.
-  items[0] = {.name = "slots", .limit = 4, .period_ms = 0, .remaining = 1};
-  EXPECT_EQ(ratelimit_headers(items, true, 0).policy, R"("slots";q=4)");
+  // A concurrency limit has no window and no reset.
+  items[0] = {.name = "slots", .limit = 4, .period_ms = 0, .remaining = 1, .reset_after_us = 5};
+  EXPECT_EQ(ratelimit_headers(items, true, 0).policy, R"("slots";q=4;qu="concurrent-requests")");
+  EXPECT_EQ(ratelimit_headers(items, true, 0).ratelimit, R"("slots";r=1)");
+  // A limit that never refills has no reset.
+  items[0] = {.name = "once", .limit = 0, .period_ms = 1000, .remaining = 3, .reset_after_us = -1};
+  EXPECT_EQ(ratelimit_headers(items, true, 0).ratelimit, R"("once";r=3)");
 }
 
 TEST(RateLimitHeadersTest, NamesAreEscapedAndIntegersClamped) {
@@ -109,9 +113,17 @@ TEST(RateLimitHeadersTest, ADecisionGivesTheSameFields) {
   rule.retry_after_us = 250'000;
   rule.reset_after_us = 900'000;
   decision.rules.push_back(rule);
+  rlimit::RuleStatus slots;
+  slots.name = "exports";
+  slots.algorithm = "concurrency";
+  slots.limit = 4;
+  slots.period_ms = 300'000;  // the lease TTL, not a window
+  slots.remaining = 2;
+  slots.allowed = true;
+  decision.rules.push_back(slots);
   const auto headers = ratelimit_headers(decision);
-  EXPECT_EQ(headers.policy, R"("per-user";q=10;w=1)");
-  EXPECT_EQ(headers.ratelimit, R"("per-user";r=0;t=1)");
+  EXPECT_EQ(headers.policy, R"("per-user";q=10;w=1, "exports";q=4;qu="concurrent-requests")");
+  EXPECT_EQ(headers.ratelimit, R"("per-user";r=0;t=1, "exports";r=2)");
   EXPECT_EQ(headers.retry_after, "1");
 }
 

@@ -24,9 +24,11 @@ struct Decision;
 struct RateLimitHeaderItem {
   std::string_view name;            // the rule's name: the list member's String
   std::uint64_t limit = 0;          // tokens per period
-  std::uint64_t period_ms = 0;      // 0: no period (a concurrency limit): w is left out
+  // 0: a concurrency limit (slots, not a rate): q counts slots with
+  // qu="concurrent-requests", and w and t are left out.
+  std::uint64_t period_ms = 0;
   std::uint64_t remaining = 0;      // whole units left
-  std::int64_t reset_after_us = 0;  // until the limit is whole again
+  std::int64_t reset_after_us = 0;  // until the limit is whole again; -1: never (t left out)
 };
 
 // The fields' values (without the names). An empty string: leave the field
@@ -51,7 +53,8 @@ struct RateLimitHeaders {
 RLIMIT_API RateLimitHeaders ratelimit_headers(std::span<const RateLimitHeaderItem> items,
                                               bool allowed, std::int64_t retry_after_us);
 
-// The same for a libclient decision: one item per rule in it.
+// The same for a libclient decision: one item per rule in it (a concurrency
+// rule, whose period_ms carries its lease TTL, as a concurrency limit).
 RLIMIT_API RateLimitHeaders ratelimit_headers(const Decision& decision);
 
 }  // namespace rlimit

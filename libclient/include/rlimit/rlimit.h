@@ -191,7 +191,10 @@ RLIMIT_API int rlimit_reset(rlimit_client_t* client, const rlimit_descriptor_t* 
  * when `allowed` is zero and `retry_after_us` is above 0 (else ""). Each
  * output is NUL-terminated; a NULL output with 0 bytes is skipped. Returns
  * RLIMIT_OK, or RLIMIT_ERR_TRUNCATED when some output did not fit (it then
- * holds "", never a cut field). The same text as rlimit::ratelimit_headers(). */
+ * holds "", never a cut field). The same text as rlimit::ratelimit_headers().
+ * rlimit_rule_status_t does not say which rules are concurrency rules: set
+ * period_ms to 0 in a copy for those, so their slots are shown
+ * (qu="concurrent-requests") rather than their lease TTL as a window. */
 RLIMIT_API int rlimit_ratelimit_headers(const rlimit_rule_status_t* rules, size_t n, int allowed,
                                         int64_t retry_after_us, char* policy, size_t policy_bytes,
                                         char* ratelimit, size_t ratelimit_bytes, char* retry_after,
