@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "rlimit/v1/client.pb.h"
+#include "shell/grpc_face.h"
 
 namespace rlimit::shell {
 
@@ -56,6 +57,7 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
+  if (context.grpc_counters != nullptr) for_each_grpc_counter(*context.grpc_counters, add_counter);
 }
 
 void fill_member_info(const core::Member& member, bool self, core::TimeUs now,

@@ -23,6 +23,8 @@ class MemberInfo;
 
 namespace rlimit::shell {
 
+struct GrpcCounters;  // shell/grpc_face.h
+
 // What status reports besides the limiter's own state. Owned by the server;
 // config_source changes on reload.
 struct StatusContext {
@@ -34,6 +36,8 @@ struct StatusContext {
   std::string cluster_mode = "none";
   const core::ClusterNode* cluster = nullptr;
   const PeerCounters* peer_counters = nullptr;
+  // Set while the gRPC face runs; its counters are named grpc_*.
+  const GrpcCounters* grpc_counters = nullptr;
 };
 
 // Calls f(name, value) for every field of LimiterStats, in declaration order.
