@@ -306,6 +306,43 @@ def test_a_second_daemon_on_the_same_port_fails_to_start(daemon, tmp):
     assert "grpc" in proc.stdout + proc.stderr
 
 
+def test_sigterm_with_calls_in_flight_stops_cleanly(tmp):
+    d = Daemon(tmp, "stopping", RULES)
+    try:
+        d.wait_ready()
+        stop = threading.Event()
+        outcomes = []
+        lock = threading.Lock()
+
+        def drive(i):
+            while not stop.is_set():
+                try:
+                    d.ask("edge", [("ip", "s%d" % i)])
+                    outcome = "ok"
+                except grpc.RpcError as e:
+                    outcome = e.code()
+                with lock:
+                    outcomes.append(outcome)
+                if outcome != "ok":
+                    return
+
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        d.proc.send_signal(signal.SIGTERM)
+        # Calls handed to the loop still finish; the daemon neither hangs
+        # nor fails.
+        assert d.proc.wait(timeout=10) == 0, d.text()
+        stop.set()
+        for t in threads:
+            t.join(timeout=20)
+        assert outcomes.count("ok") > 0
+        assert "grpc: stopped" in d.text()
+    finally:
+        d.stop()
+
+
 # ---------------------------------------------------------------------------
 # Three nodes in gossip mode, one key driven through every node's gRPC face.
 
