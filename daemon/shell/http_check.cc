@@ -94,8 +94,9 @@ void finish_check(const CheckOptions& options, v1::Check& check) {
   }
 }
 
-HttpCheckMapping map_query(std::string_view query, unsigned default_deny_status,
-                           std::size_t max_descriptors, v1::Request& request) {
+HttpCheckMapping map_query(std::string_view query, const HttpRequestView& http,
+                           unsigned default_deny_status, std::size_t max_descriptors,
+                           v1::Request& request) {
   v1::Check& check = start_request(request);
   CheckOptions options;
   std::string name;
@@ -115,7 +116,21 @@ HttpCheckMapping map_query(std::string_view query, unsigned default_deny_status,
       return bad_request("query parameter \"" + std::string(pair) + "\": bad percent-escape");
     }
     if (name.empty()) return bad_request("query parameter \"" + std::string(pair) + "\": no name");
-    if (name.front() == '_') {
+    if (name.starts_with("_header.")) {
+      // A descriptor whose value is a header's.
+      name.erase(0, std::string_view("_header.").size());
+      const std::optional<std::string_view> header =
+          http.header ? http.header(value) : std::nullopt;
+      if (name.empty() || value.empty()) {
+        return bad_request("query parameter \"" + std::string(pair) +
+                           "\": expected _header.KEY=Header-Name");
+      }
+      if (!header) {
+        return bad_request("descriptor \"" + name + "\" comes from header \"" + value +
+                           "\", which the request does not carry");
+      }
+      value.assign(*header);
+    } else if (name.front() == '_') {
       if (std::string why = set_option(std::string_view(name).substr(1), value, options);
           !why.empty()) {
         return bad_request(std::move(why));
@@ -280,20 +295,21 @@ bool percent_decode(std::string_view text, std::string& out) {
   return true;
 }
 
-HttpCheckMapping map_http_check(std::string_view method, std::string_view target,
-                                std::string_view body, unsigned default_deny_status,
+HttpCheckMapping map_http_check(const HttpRequestView& http, unsigned default_deny_status,
                                 std::size_t max_descriptors, v1::Request& request) {
+  const std::string_view method = http.method;
+  const std::string_view target = http.target;
   const std::size_t question = target.find('?');
   const std::string_view query =
       question == std::string_view::npos ? std::string_view() : target.substr(question + 1);
   if (method == "GET") {
-    return map_query(query, default_deny_status, max_descriptors, request);
+    return map_query(query, http, default_deny_status, max_descriptors, request);
   }
   if (method == "POST") {
     if (!query.empty()) {
       return bad_request("a POST check takes its descriptors from the JSON body, not the query");
     }
-    return map_body(body, default_deny_status, max_descriptors, request);
+    return map_body(http.body, default_deny_status, max_descriptors, request);
   }
   HttpCheckMapping mapping;
   mapping.error = http_error(405, "/v1/check takes GET or POST, not " + std::string(method));

@@ -10,7 +10,11 @@
 // Query parameters are descriptors, in order, percent-decoded (`+` is a
 // space); names starting with `_` are the check's own: `_cost` (default 1),
 // `_mode` (check, peek, reserve), `_max_wait_ms`, `_deny_status` (429 or
-// 403). A POST body is a JSON object: `descriptors` (an object of key to
+// 403), and `_header.KEY=Header-Name`: descriptor KEY takes the value of
+// the request's header Header-Name (for proxies that put what they know of
+// the original request in headers: nginx proxy_set_header, Traefik's
+// X-Forwarded-*); a header that is absent is a 400, never a silently
+// unmatched rule. A POST body is a JSON object: `descriptors` (an object of key to
 // string value, or an array of {"key", "value"} objects to keep order or
 // repeat a key), and optional `cost`, `mode`, `max_wait_ms`, `deny_status`.
 // 200 allowed, the deny status (429 by default, 403 for nginx auth_request)
@@ -19,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,18 +45,26 @@ struct HttpAnswer {
   std::string body;
 };
 
+// One request as read: its method ("GET"), target ("/v1/check?user=a"),
+// body, and a lookup of its headers by name (case-insensitive; the first of
+// repeated ones). Views into the server's buffers, valid for one call.
+struct HttpRequestView {
+  std::string_view method;
+  std::string_view target;
+  std::string_view body;
+  std::function<std::optional<std::string_view>(std::string_view name)> header;
+};
+
 struct HttpCheckMapping {
   bool ok = false;
   HttpAnswer error;          // when !ok: the 400 to send, saying what is wrong
   unsigned deny_status = 0;  // when ok: the status of a denial
 };
 
-// `target` is the request target ("/v1/check?..."), `body` the request body
-// (empty for GET). Fills `request` (cleared first) with one check.
+// Fills `request` (cleared first) with the one check `http` asks.
 // `default_deny_status` is [http] deny_status; `max_descriptors` bounds the
 // descriptors one check may carry (more: 400).
-HttpCheckMapping map_http_check(std::string_view method, std::string_view target,
-                                std::string_view body, unsigned default_deny_status,
+HttpCheckMapping map_http_check(const HttpRequestView& http, unsigned default_deny_status,
                                 std::size_t max_descriptors, v1::Request& request);
 
 // The answer to a mapped check: 200 / deny status / 400 / 503, the IETF

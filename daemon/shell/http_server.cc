@@ -195,10 +195,17 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
       const auto& request = parser.get();
       version = request.version();
       keep_alive = request.keep_alive();
-      answer = handler_(std::string_view(request.method_string().data(),
-                                         request.method_string().size()),
-                        std::string_view(request.target().data(), request.target().size()),
-                        request.body());
+      const HttpRequestView view{
+          .method = std::string_view(request.method_string().data(),
+                                     request.method_string().size()),
+          .target = std::string_view(request.target().data(), request.target().size()),
+          .body = request.body(),
+          .header = [&request](std::string_view name) -> std::optional<std::string_view> {
+            const auto field = request.find(beast::string_view(name.data(), name.size()));
+            if (field == request.end()) return std::nullopt;
+            return std::string_view(field->value().data(), field->value().size());
+          }};
+      answer = handler_(view);
     }
     http::response<http::string_body> response{static_cast<http::status>(answer.status), version};
     response.set(http::field::server, "rlimitd/" RLIMIT_VERSION);

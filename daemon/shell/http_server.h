@@ -25,10 +25,8 @@ namespace rlimit::shell {
 
 class HttpServer {
  public:
-  // Answers one request: method ("GET"), target ("/v1/check?user=a"), body.
-  using Handler =
-      std::function<HttpAnswer(std::string_view method, std::string_view target,
-                               std::string_view body)>;
+  // Answers one request.
+  using Handler = std::function<HttpAnswer(const HttpRequestView& request)>;
 
   // `settings` and `counters` must outlive the server.
   HttpServer(boost::asio::io_context& io, const config::HttpSettings& settings,

@@ -31,6 +31,7 @@
 #include "shell/counters.h"
 #include "shell/dispatch.h"
 #include "shell/event_loop.h"
+#include "shell/grpc_face.h"
 #include "shell/http_check.h"
 #include "shell/http_server.h"
 #include "shell/load_meter.h"
@@ -61,6 +62,7 @@ class Server {
         settings_(std::move(options.config.daemon)),
         cluster_settings_(std::move(options.config.cluster)),
         http_settings_(std::move(options.config.http)),
+        grpc_settings_(std::move(options.config.grpc)),
         keyring_(std::move(options.keyring)),
         config_path_(std::move(options.config_path)),
         overrides_(std::move(options.overrides)),
@@ -89,9 +91,12 @@ class Server {
  private:
   bool listen();
   bool start_cluster();
+  // Starts the gRPC face when [grpc] names an address; false (logged) if it
+  // cannot listen.
+  bool start_grpc();
   bool start_http();
   // Answers one request of the HTTP listener (http_server.h).
-  HttpAnswer answer_http(std::string_view method, std::string_view target, std::string_view body);
+  HttpAnswer answer_http(const HttpRequestView& request);
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> signal_loop();
@@ -112,6 +117,7 @@ class Server {
   config::DaemonSettings settings_;                 // sessions and dispatcher read it live
   const config::ClusterSettings cluster_settings_;  // changes need a restart
   const config::HttpSettings http_settings_;        // changes need a restart
+  const config::GrpcSettings grpc_settings_;        // changes need a restart
   std::optional<Keyring> keyring_;                  // until the cluster service takes it
   const std::string config_path_;
   const SettingOverrides overrides_;
@@ -136,6 +142,10 @@ class Server {
   v1::Request http_request_;
   v1::Response http_response_;
 
+  // Envoy's rate-limit API over gRPC (grpc_face.h), when [grpc] is set.
+  // Declared after the dispatcher, so it stops (finishing its calls) first.
+  std::unique_ptr<GrpcFace> grpc_;
+
   std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
   std::uint64_t next_session_id_ = 1;
   std::optional<FileId> socket_file_;
@@ -149,6 +159,7 @@ bool Server::start() {
   if (!listen()) return false;
   if (cluster_settings_.mode != config::ClusterMode::kNone && !start_cluster()) return false;
   if (!http_settings_.listen.empty() && !start_http()) return false;
+  if (!start_grpc()) return false;
   spawn("accept loop", accept_loop());
   spawn("sweep loop", sweep_loop());
   spawn("signal loop", signal_loop());
@@ -231,9 +242,7 @@ bool Server::start_cluster() {
 bool Server::start_http() {
   http_ = std::make_unique<HttpServer>(
       io_, http_settings_, counters_,
-      [this](std::string_view method, std::string_view target, std::string_view body) {
-        return answer_http(method, target, body);
-      });
+      [this](const HttpRequestView& request) { return answer_http(request); });
   std::string error;
   if (!http_->start(error)) {
     spdlog::error("{}", error);
@@ -242,15 +251,14 @@ bool Server::start_http() {
   return true;
 }
 
-HttpAnswer Server::answer_http(std::string_view method, std::string_view target,
-                               std::string_view body) {
-  const std::string_view path = target.substr(0, target.find('?'));
+HttpAnswer Server::answer_http(const HttpRequestView& request) {
+  const std::string_view path = request.target.substr(0, request.target.find('?'));
   if (path != "/v1/check") {
     ++counters_.http_not_found;
     return http_error(404, "no such path; the daemon answers /v1/check");
   }
   const HttpCheckMapping mapping =
-      map_http_check(method, target, body, http_settings_.deny_status,
+      map_http_check(request, http_settings_.deny_status,
                      settings_.limiter.max_descriptors_per_check, http_request_);
   if (!mapping.ok) {
     ++(mapping.error.status == 405 ? counters_.http_not_found : counters_.http_bad_requests);
@@ -264,6 +272,24 @@ HttpAnswer Server::answer_http(std::string_view method, std::string_view target,
   if (answer.status == mapping.deny_status) ++counters_.http_denied;
   if (answer.status == 400) ++counters_.http_bad_requests;
   return answer;
+}
+
+bool Server::start_grpc() {
+  if (grpc_settings_.listen.empty() && grpc_settings_.unix_socket.empty()) return true;
+  std::string error;
+  grpc_ = GrpcFace::start(
+      io_, dispatcher_,
+      {.settings = grpc_settings_,
+       .limits = {.allow_inline_limits = settings_.limiter.allow_inline_limits,
+                  .max_descriptors_per_check = settings_.limiter.max_descriptors_per_check}},
+      error);
+  if (grpc_ == nullptr) {
+    spdlog::error("grpc: {}", error);
+    return false;
+  }
+  status_.grpc_counters = &grpc_->counters();
+  spdlog::info("grpc: serving Envoy's rate-limit API on {}", grpc_->addresses());
+  return true;
 }
 
 void Server::spawn(std::string_view what, asio::awaitable<void> task) {
@@ -369,6 +395,8 @@ void Server::begin_shutdown(int exit_code) {
   acceptor_.close(ignored);
   sweep_timer_.cancel();
   if (http_ != nullptr) http_->stop();
+  // Does not block: calls already handed to the loop still finish here.
+  if (grpc_ != nullptr) grpc_->shutdown(std::chrono::microseconds(settings_.shutdown_grace_us));
   // The socket file goes first, so new clients fail fast instead of queueing
   // on a listener that will never accept them.
   remove_socket_file();

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "core/limiter.h"
@@ -57,8 +60,18 @@ class HttpCheckTest : public ::testing::Test {
   // Maps, decides and answers one request as the server does.
   HttpAnswer ask(std::string_view method, std::string_view target, std::string_view body = "",
                  unsigned deny_status = 429, bool ietf = true) {
+    const HttpRequestView http{
+        .method = method,
+        .target = target,
+        .body = body,
+        .header = [this](std::string_view name) -> std::optional<std::string_view> {
+          for (const auto& [key, value] : headers_) {
+            if (key == name) return value;
+          }
+          return std::nullopt;
+        }};
     const HttpCheckMapping mapping =
-        map_http_check(method, target, body, deny_status, kMaxDescriptors, request_);
+        map_http_check(http, deny_status, kMaxDescriptors, request_);
     if (!mapping.ok) return mapping.error;
     dispatcher_.handle(request_, kNow, response_);
     return answer_http_check(response_, mapping.deny_status, ietf);
@@ -72,6 +85,7 @@ class HttpCheckTest : public ::testing::Test {
   Dispatcher dispatcher_;
   v1::Request request_;
   v1::Response response_;
+  std::vector<std::pair<std::string, std::string>> headers_;
 };
 
 TEST_F(HttpCheckTest, AQueryCheckIsAllowedThenDeniedWithTheIetfFields) {
@@ -173,6 +187,25 @@ TEST_F(HttpCheckTest, BadRequestsSayWhatIsWrong) {
   // None of it was charged: alice's user still has her whole limit.
   EXPECT_EQ(ask("GET", "/v1/check?user=a").status, 200u);
   EXPECT_EQ(ask("GET", "/v1/check?user=a").status, 200u);
+}
+
+TEST_F(HttpCheckTest, DescriptorsFromHeadersAsProxiesSendThem) {
+  headers_ = {{"X-Forwarded-For", "10.0.0.7"}, {"X-User", "erin"}};
+  ASSERT_EQ(ask("GET", "/v1/check?route=api&_header.ip=X-Forwarded-For&_header.user=X-User").status,
+            200u);
+  const v1::Check& check = request_.check().checks(0);
+  ASSERT_EQ(check.descriptors_size(), 3);
+  EXPECT_EQ(check.descriptors(1).key(), "ip");
+  EXPECT_EQ(check.descriptors(1).value(), "10.0.0.7");
+  EXPECT_EQ(check.descriptors(2).value(), "erin");
+  // The per-user rule counts erin's requests.
+  EXPECT_EQ(ask("GET", "/v1/check?_header.user=X-User").status, 200u);
+  EXPECT_EQ(ask("GET", "/v1/check?_header.user=X-User").status, 429u);
+  // A header the request lacks is an error, not an unlimited request.
+  const HttpAnswer answer = ask("GET", "/v1/check?_header.user=X-Missing");
+  EXPECT_EQ(answer.status, 400u);
+  EXPECT_NE(answer.body.find("X-Missing"), std::string::npos);
+  EXPECT_EQ(ask("GET", "/v1/check?_header.=X-User").status, 400u);
 }
 
 TEST(PercentDecodeTest, DecodesAndRefusesBadEscapes) {
