@@ -55,7 +55,8 @@ struct CheckOptions {
 std::string set_option(std::string_view name, std::string_view value, CheckOptions& options) {
   std::uint64_t number = 0;
   if (name == "cost") {
-    if (!parse_uint(value, number)) return "cost \"" + std::string(value) + "\" is not a whole number";
+    if (!parse_uint(value, number))
+      return "cost \"" + std::string(value) + "\" is not a whole number";
     options.cost = number;
   } else if (name == "mode") {
     if (!parse_mode(value, options.mode)) {

@@ -69,8 +69,7 @@ HttpCheckMapping map_http_check(const HttpRequestView& http, unsigned default_de
 
 // The answer to a mapped check: 200 / deny status / 400 / 503, the IETF
 // fields and Retry-After (when `ietf_headers`), and the JSON body.
-HttpAnswer answer_http_check(const v1::Response& response, unsigned deny_status,
-                             bool ietf_headers);
+HttpAnswer answer_http_check(const v1::Response& response, unsigned deny_status, bool ietf_headers);
 
 // A JSON error answer: {"error": message}.
 HttpAnswer http_error(unsigned status, std::string_view message);

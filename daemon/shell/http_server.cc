@@ -13,7 +13,6 @@
 #include <exception>
 #include <utility>
 
-
 namespace rlimit::shell {
 namespace {
 
@@ -173,9 +172,10 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
                                       std::to_string(settings_.max_body_bytes) + ")");
       } else if (read_error == http::error::header_limit) {
         ++counters_.http_too_large;
-        refusal = http_error(431, "the request line and headers are larger than [http] "
-                                  "max_header_bytes (" +
-                                      std::to_string(settings_.max_header_bytes) + ")");
+        refusal = http_error(431,
+                             "the request line and headers are larger than [http] "
+                             "max_header_bytes (" +
+                                 std::to_string(settings_.max_header_bytes) + ")");
       } else if (read_error.category() == make_error_code(http::error::bad_target).category()) {
         ++counters_.http_malformed;
         refusal = http_error(400, "malformed HTTP request: " + read_error.message());
@@ -196,8 +196,8 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
       version = request.version();
       keep_alive = request.keep_alive();
       const HttpRequestView view{
-          .method = std::string_view(request.method_string().data(),
-                                     request.method_string().size()),
+          .method =
+              std::string_view(request.method_string().data(), request.method_string().size()),
           .target = std::string_view(request.target().data(), request.target().size()),
           .body = request.body(),
           .header = [&request](std::string_view name) -> std::optional<std::string_view> {

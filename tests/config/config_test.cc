@@ -616,7 +616,49 @@ TEST(ConfigErrorTest, UnknownTopLevelKey) {
   EXPECT_TRUE(one_error("rules = 1\n", 1, 1,
                         {"top level", "unknown key \"rules\"", "did you mean \"rule\""}));
   EXPECT_TRUE(
-      one_error("[limits]\n", 1, 2, {"unknown key \"limits\"", "daemon, cluster, rule, exempt"}));
+      one_error("[limits]\n", 1, 2,
+                {"unknown key \"limits\"", "daemon, cluster, http, grpc, rule, exempt"}));
+}
+
+TEST(ConfigTest, FacesAreOffUnlessConfigured) {
+  const LoadResult result = load("");
+  ASSERT_TRUE(result.ok());
+  EXPECT_TRUE(result.config.http.listen.empty());
+  EXPECT_TRUE(result.config.grpc.listen.empty());
+  EXPECT_TRUE(result.config.grpc.unix_socket.empty());
+}
+
+TEST(ConfigTest, HttpAndGrpcSections) {
+  const LoadResult result = load(
+      "[http]\nlisten = \"127.0.0.1:8081\"\ndeny_status = 403\nietf_headers = false\n"
+      "max_body_bytes = 1024\nmax_header_bytes = 4096\nmax_connections = 8\n"
+      "request_timeout = \"2s\"\nidle_timeout = \"30s\"\n"
+      "[grpc]\nlisten = \"[::1]:8091\"\nunix_socket = \"/run/rlimit/grpc.sock\"\n"
+      "ietf_headers = false\nmax_message_bytes = 4096\nmax_pending = 16\n");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  const HttpSettings& http = result.config.http;
+  EXPECT_EQ(http.listen, "127.0.0.1:8081");
+  EXPECT_EQ(http.deny_status, 403u);
+  EXPECT_FALSE(http.ietf_headers);
+  EXPECT_EQ(http.max_body_bytes, 1024u);
+  EXPECT_EQ(http.max_header_bytes, 4096u);
+  EXPECT_EQ(http.max_connections, 8u);
+  EXPECT_EQ(http.request_timeout_us, 2'000'000);
+  EXPECT_EQ(http.idle_timeout_us, 30'000'000);
+  const GrpcSettings& grpc = result.config.grpc;
+  EXPECT_EQ(grpc.listen, "[::1]:8091");
+  EXPECT_EQ(grpc.unix_socket, "/run/rlimit/grpc.sock");
+  EXPECT_FALSE(grpc.ietf_headers);
+  EXPECT_EQ(grpc.max_message_bytes, 4096u);
+  EXPECT_EQ(grpc.max_pending, 16u);
+}
+
+TEST(ConfigErrorTest, BadFaceSettingsAreLocated) {
+  EXPECT_TRUE(one_error("[http]\ndeny_status = 500\n", 2, 15, {"http: deny_status 500", "429 or 403"}));
+  EXPECT_TRUE(one_error("[http]\nlisten = \"localhost\"\n", 2, 10, {"http: listen", "port"}));
+  EXPECT_TRUE(one_error("[http]\nlsten = \"a:1\"\n", 2, 1, {"http: unknown key", "did you mean \"listen\""}));
+  EXPECT_TRUE(one_error("[grpc]\nmax_pending = 0\n", 2, 15, {"grpc: max_pending 0", "at least 1"}));
+  EXPECT_TRUE(one_error("[grpc]\nunix_socket = \"\"\n", 2, 15, {"grpc: unix_socket", "path of 1 to"}));
 }
 
 TEST(ConfigErrorTest, UnknownDaemonKey) {

@@ -70,8 +70,7 @@ class HttpCheckTest : public ::testing::Test {
           }
           return std::nullopt;
         }};
-    const HttpCheckMapping mapping =
-        map_http_check(http, deny_status, kMaxDescriptors, request_);
+    const HttpCheckMapping mapping = map_http_check(http, deny_status, kMaxDescriptors, request_);
     if (!mapping.ok) return mapping.error;
     dispatcher_.handle(request_, kNow, response_);
     return answer_http_check(response_, mapping.deny_status, ietf);
@@ -129,8 +128,7 @@ TEST_F(HttpCheckTest, PercentEscapesAndPlusesAreDecoded) {
 }
 
 TEST_F(HttpCheckTest, AJsonBodyChecksTheSame) {
-  HttpAnswer answer =
-      ask("POST", "/v1/check", R"({"descriptors": {"user": "dave"}, "cost": 2})");
+  HttpAnswer answer = ask("POST", "/v1/check", R"({"descriptors": {"user": "dave"}, "cost": 2})");
   EXPECT_EQ(answer.status, 200u);
   answer = ask("POST", "/v1/check",
                R"({"descriptors": [{"key": "user", "value": "dave"}], "deny_status": 403})");
