@@ -12,6 +12,10 @@ namespace {
 
 namespace json = boost::json;
 
+// Query options naming a descriptor whose value is a request header's.
+constexpr std::string_view kHeaderPrefix = "_header.";
+constexpr std::string_view kOptionalHeaderPrefix = "_optional_header.";
+
 // JSON bodies are small objects; deeper nesting is an attack, not a check.
 constexpr std::size_t kMaxJsonDepth = 8;
 constexpr std::uint64_t kUsPerMs = 1000;
@@ -117,15 +121,17 @@ HttpCheckMapping map_query(std::string_view query, const HttpRequestView& http,
       return bad_request("query parameter \"" + std::string(pair) + "\": bad percent-escape");
     }
     if (name.empty()) return bad_request("query parameter \"" + std::string(pair) + "\": no name");
-    if (name.starts_with("_header.")) {
+    const bool optional_header = name.starts_with(kOptionalHeaderPrefix);
+    if (optional_header || name.starts_with(kHeaderPrefix)) {
       // A descriptor whose value is a header's.
-      name.erase(0, std::string_view("_header.").size());
-      const std::optional<std::string_view> header =
-          http.header ? http.header(value) : std::nullopt;
+      name.erase(0, (optional_header ? kOptionalHeaderPrefix : kHeaderPrefix).size());
       if (name.empty() || value.empty()) {
         return bad_request("query parameter \"" + std::string(pair) +
                            "\": expected _header.KEY=Header-Name");
       }
+      const std::optional<std::string_view> header =
+          http.header ? http.header(value) : std::nullopt;
+      if (!header && optional_header) continue;
       if (!header) {
         return bad_request("descriptor \"" + name + "\" comes from header \"" + value +
                            "\", which the request does not carry");

@@ -14,7 +14,9 @@
 // the request's header Header-Name (for proxies that put what they know of
 // the original request in headers: nginx proxy_set_header, Traefik's
 // X-Forwarded-*); a header that is absent is a 400, never a silently
-// unmatched rule. A POST body is a JSON object: `descriptors` (an object of key to
+// unmatched rule. `_optional_header.KEY=Header-Name` is the same, but an
+// absent header leaves the descriptor out (so rules that need KEY do not
+// match: no user, no per-user limit). A POST body is a JSON object: `descriptors` (an object of key to
 // string value, or an array of {"key", "value"} objects to keep order or
 // repeat a key), and optional `cost`, `mode`, `max_wait_ms`, `deny_status`.
 // 200 allowed, the deny status (429 by default, 403 for nginx auth_request)

@@ -204,6 +204,10 @@ TEST_F(HttpCheckTest, DescriptorsFromHeadersAsProxiesSendThem) {
   EXPECT_EQ(answer.status, 400u);
   EXPECT_NE(answer.body.find("X-Missing"), std::string::npos);
   EXPECT_EQ(ask("GET", "/v1/check?_header.=X-User").status, 400u);
+  // An optional header that is absent leaves its descriptor out.
+  ASSERT_EQ(ask("GET", "/v1/check?route=api&_optional_header.user=X-Missing").status, 200u);
+  ASSERT_EQ(request_.check().checks(0).descriptors_size(), 1);
+  ASSERT_EQ(ask("GET", "/v1/check?route=api&_optional_header.user=X-User").status, 429u);
 }
 
 TEST(PercentDecodeTest, DecodesAndRefusesBadEscapes) {

@@ -49,7 +49,7 @@ http {{
 def get(port: int, path: str, user: str):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
-        connection.request("GET", path, headers={"X-User": user})
+        connection.request("GET", path, headers={"X-User": user} if user else {})
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read().decode()
     finally:
@@ -85,10 +85,12 @@ def test_nginx_auth_request_holds_the_limit(start_daemon, tmpdir_clean):
         assert body == "rate limited\n"
         assert headers["RateLimit"].startswith('"per-user-api";r=0;t=')
         assert 1 <= int(headers["Retry-After"]) <= 15
-        # Another user has a bucket of their own.
+        # Another user has a bucket of their own; a request with no user
+        # matches no per-user rule (the header is optional in the config).
         assert get(front, "/orders", "bob")[0] == 200
+        assert get(front, "/orders", "")[0] == 200
         counters = daemon.counters()
-        assert counters["http_checks"] == 7
+        assert counters["http_checks"] == 8
         assert counters["http_denied"] == 2
     finally:
         stop(nginx)
