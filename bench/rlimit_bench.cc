@@ -6,6 +6,7 @@
 //                [--batch B] [--keys K] [--skew uniform|zipf|sequential]
 //                [--zipf-s S] [--seconds S] [--rate R] [--redis HOST:PORT]
 //                [--rounds N] [--fill] [--daemon-pid PID] [--json]
+//                [--grpc HOST:PORT [--grpc-domain D]] [--http HOST:PORT]
 //
 // sync: each client thread sends a request and waits for its answer (closed
 // loop); pipelined: each keeps D requests in flight. Each system is measured
@@ -17,19 +18,30 @@
 // check-sized message over a socketpair, one round trip at a time.
 // --fill first drives every key once (batches of 1000) and, with
 // --daemon-pid, reports the daemon's VmRSS growth per key.
+// --grpc and --http add rlimitd's other faces with the same workload:
+// Envoy's ShouldRateLimit over gRPC (a request is one RateLimitRequest of
+// domain D, one descriptor per check; load/grpc_target.h) and the HTTP check
+// (GET /v1/check?user=..., keep-alive; load/http_target.h). Their rule must
+// match what the socket's does: the gRPC face adds ("domain", D) first.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "load/driver.h"
 #include "load/floor_target.h"
+#include "load/http_target.h"
 #include "load/report.h"
 #include "load/rlimit_target.h"
 #include "rlimit/client.h"
 #ifdef RLIMIT_BENCH_HAVE_HIREDIS
 #include "load/redis_target.h"
+#endif
+#ifdef RLIMIT_BENCH_HAVE_GRPC
+#include "load/grpc_target.h"
 #endif
 
 namespace {
@@ -45,6 +57,44 @@ void add(Result& total, const Result& slice) {
   total.decisions += slice.decisions;
   total.tally += slice.tally;
   total.latency.merge(slice.latency);
+}
+
+// "host:port" -> host, port ("127.0.0.1" without a host); false if bad.
+bool split_host_port(const std::string& text, std::string& host, int& port) {
+  const auto colon = text.rfind(':');
+  host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  try {
+    port = std::stoi(colon == std::string::npos ? text : text.substr(colon + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return port > 0 && port < 65536;
+}
+
+// The faces against the socket protocol and Redis + Lua, measured in the
+// same run (the table's own ratios are the socket protocol's).
+void print_face_ratios(const std::vector<std::pair<std::string, const Result*>>& faces,
+                       const Rows& rows) {
+  const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  for (const auto& [name, r] : faces) {
+    if (r == nullptr || r->decisions == 0) continue;
+    if (rows.rlimitd != nullptr && rows.rlimitd->decisions > 0) {
+      std::printf("%-10s p50 %.2fx, p99 %.2fx, decisions/s %.2fx the socket protocol's\n",
+                  name.c_str(),
+                  ratio(r->latency.quantile_us(0.5), rows.rlimitd->latency.quantile_us(0.5)),
+                  ratio(r->latency.quantile_us(0.99), rows.rlimitd->latency.quantile_us(0.99)),
+                  ratio(r->decisions_per_second(), rows.rlimitd->decisions_per_second()));
+    }
+    if (rows.redis_lua != nullptr && rows.redis_lua->decisions > 0) {
+      std::printf("%-10s p50 %.2fx, p99 %.2fx, decisions/s %.2fx Redis + Lua's\n", name.c_str(),
+                  ratio(r->latency.quantile_us(0.5), rows.redis_lua->latency.quantile_us(0.5)),
+                  ratio(r->latency.quantile_us(0.99), rows.redis_lua->latency.quantile_us(0.99)),
+                  ratio(r->decisions_per_second(), rows.redis_lua->decisions_per_second()));
+    }
+  }
 }
 
 long rss_kib(long pid) {
@@ -102,6 +152,7 @@ int main(int argc, char** argv) {
   std::string mode = "sync";
   std::string skew = "uniform";
   std::string redis;
+  std::string grpc_address, grpc_domain = "bench", http_address;
   LimitSpec limit;
   bool json = false, no_floor = false, do_fill = false, quiet = false, progress_flag = false;
   long daemon_pid = 0;
@@ -131,6 +182,13 @@ int main(int argc, char** argv) {
                  "Redis run (pin those yourself, as bench/compare does)")
       ->check(CLI::Range(0, 1023));
   app.add_option("--redis", redis, "also measure Redis at HOST:PORT (Lua, INCR+EXPIRE, INCR)");
+  app.add_option(
+      "--grpc", grpc_address,
+      "also measure rlimitd's Envoy face (ShouldRateLimit) at HOST:PORT ([grpc] listen)");
+  app.add_option("--grpc-domain", grpc_domain,
+                 "the RateLimitRequest's domain (the daemon checks (\"domain\", D) first)");
+  app.add_option("--http", http_address,
+                 "also measure rlimitd's HTTP check face at HOST:PORT ([http] listen)");
   app.add_option("--limit", limit.limit, "Redis: tokens per period (match rlimitd's rule)");
   app.add_option("--period-ms", limit.period_ms, "Redis: the period")
       ->check(CLI::Range(1, 86'400'000));
@@ -177,21 +235,43 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> plan;
   Rows rows;
+  const Result* grpc_row = nullptr;
+  const Result* http_row = nullptr;
   if (w.seconds > 0) {
     if (!no_floor && w.mode == Mode::kSync) {
       // The floor is a round trip, one at a time: what a synchronous check
       // cannot beat. (Pipelined runs are compared on throughput instead.)
       // Sizes are per check; a batch scales them.
-      plan.push_back(
-          {"raw unix socket round trip",
-           [&w](int) {
-             return make_floor_target(kFloorRequestBytes, kFloorReplyBytes, w.server_cpu);
-           },
-           &rows.floor});
+      plan.push_back({"raw unix socket round trip",
+                      [&w](int) {
+                        return make_floor_target(kFloorRequestBytes, kFloorReplyBytes,
+                                                 w.server_cpu);
+                      },
+                      &rows.floor});
     }
     plan.push_back(
         {w.mode == Mode::kSync ? "rlimitd check, synchronous" : "rlimitd check, pipelined",
          [&socket](int) { return make_rlimit_target(socket); }, &rows.rlimitd});
+    if (!grpc_address.empty()) {
+#ifdef RLIMIT_BENCH_HAVE_GRPC
+      plan.push_back({"rlimitd Envoy gRPC ShouldRateLimit",
+                      [&](int) { return make_grpc_target(grpc_address, grpc_domain); }, &grpc_row});
+#else
+      std::fprintf(stderr, "--grpc: this rlimit-bench was built without gRPC\n");
+      return 2;
+#endif
+    }
+    if (!http_address.empty()) {
+      std::string host;
+      int port = 0;
+      if (!split_host_port(http_address, host, port)) {
+        std::fprintf(stderr, "--http: HOST:PORT, not %s\n", http_address.c_str());
+        return 2;
+      }
+      plan.push_back({w.mode == Mode::kSync ? "rlimitd HTTP check, keep-alive"
+                                            : "rlimitd HTTP check, pipelined",
+                      [host, port](int) { return make_http_target(host, port); }, &http_row});
+    }
     if (!redis.empty()) {
 #ifdef RLIMIT_BENCH_HAVE_HIREDIS
       const auto colon = redis.rfind(':');
@@ -232,6 +312,7 @@ int main(int argc, char** argv) {
     print_json(machine, w, results, rows, memory);
   } else {
     print_table(w, results, rows, memory);
+    print_face_ratios({{"gRPC face", grpc_row}, {"HTTP face", http_row}}, rows);
   }
   for (const Result& r : results) {
     if (!r.error.empty()) return 1;
