@@ -124,6 +124,11 @@ asio::awaitable<void> HttpServer::accept_loop() {
       continue;
     }
     rejecting_ = false;
+    // Answers are small and written whole: without TCP_NODELAY, Nagle holds
+    // a second answer on a connection for the client's delayed ACK (~40 ms
+    // to a pipelining client).
+    boost::system::error_code nodelay_error;
+    socket.set_option(tcp::no_delay(true), nodelay_error);
     ++counters_.http_connections_accepted;
     ++counters_.http_connections_open;
     auto connection = std::make_shared<Connection>(std::move(socket), next_connection_id_++);
