@@ -321,20 +321,29 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
   auto next = std::make_shared<CompiledRules>();
   ReplaceSummary summary;
   std::unordered_map<std::string_view, std::size_t> old_by_name;
+  // A kept rule keeps its counters; the inline limits' slot (last) stays.
+  std::vector<RuleCounters> counters(rules.rules.size() + 1);
+  if (!rule_counters_.empty()) counters.back() = rule_counters_.back();
   if (compiled_) {
     for (std::size_t i = 0; i < compiled_->set.rules.size(); ++i) {
       old_by_name.emplace(compiled_->set.rules[i].name, i);
     }
   }
   std::size_t still_present = 0;
-  for (const Rule& rule : rules.rules) {
+  for (std::size_t r = 0; r < rules.rules.size(); ++r) {
+    const Rule& rule = rules.rules[r];
     auto old = old_by_name.find(rule.name);
     if (old == old_by_name.end()) {
       ++summary.added;
     } else {
       ++still_present;
       // Same definition, same fingerprint: its buckets simply stay.
-      ++(compiled_->set.rules[old->second].same_definition(rule) ? summary.kept : summary.changed);
+      if (compiled_->set.rules[old->second].same_definition(rule)) {
+        ++summary.kept;
+        counters[r] = rule_counters_[old->second];
+      } else {
+        ++summary.changed;
+      }
     }
     const std::uint64_t fp = fingerprint(rule);
     next->by_fingerprint.emplace(fp, next->fingerprints.size());
@@ -397,6 +406,7 @@ ReplaceSummary Limiter::replace_rules(RuleSet rules) {
     next->exemption_matches.push_back(compile_steps(exemption.match, next->steps));
   }
   compiled_ = std::move(next);
+  rule_counters_ = std::move(counters);
   // Learned per rule, and the rules are new: learned again.
   rule_shares_.assign(compiled_->set.rules.size() + 1, RuleShares{});
   return summary;
@@ -820,6 +830,8 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       rule_shares_of(p).dense_until_us = now + FairShare::kDenseMemoryUs;
     }
     if (p.share_retry_us > 0) ++stats_.share_refused;
+    RuleCounters& counted = rule_counters_[p.rule == kNoRule ? rule_counters_.size() - 1 : p.rule];
+    ++(p.decision.allowed ? counted.allowed : counted.denied);
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
@@ -848,7 +860,10 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     v.reset_after_us = verdict.reset_after_us;
     if (p.token_bucket && charge) v.reset_after_us = p.reset_after_us();
     v.delay_us = allowed ? p.decision.delay_us : 0;
-    if (v.over_limit) ++stats_.over_limit_admitted;
+    if (v.over_limit) {
+      ++stats_.over_limit_admitted;
+      ++counted.over_limit;
+    }
     out.delay_us = std::max(out.delay_us, v.delay_us);
   }
   if (out.delay_us > 0) ++stats_.delayed;

@@ -187,6 +187,17 @@ struct LimiterStats {
   std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
 };
 
+// How one rule's verdicts went, for metrics (Limiter::rule_counters). A check
+// that matches several rules counts in each; a rule may allow a check that
+// another denies. Checks refused before any rule decided (invalid, key table
+// full) and exempted rules are not counted here.
+struct RuleCounters {
+  std::uint64_t allowed = 0;     // verdicts that admitted (throttle-mode admissions included)
+  std::uint64_t denied = 0;      // verdicts that refused
+  std::uint64_t over_limit = 0;  // of allowed: over the limit, admitted by the throttle mode
+  std::uint64_t checks() const { return allowed + denied; }
+};
+
 struct ReplaceSummary {
   std::size_t kept = 0;     // rules whose buckets survived
   std::size_t changed = 0;  // same name, new definition: buckets reset
@@ -228,8 +239,8 @@ class Limiter {
   LeaseStatus release_lease(std::string_view key, alg::Ticket id, bool extend, TimeUs now);
 
   // Installs new rules. A rule with the same name and the same definition keeps
-  // its buckets; the buckets of changed and removed rules are dropped by the
-  // sweep.
+  // its buckets and its RuleCounters; the buckets of changed and removed rules
+  // are dropped by the sweep, their counters start again from zero.
   ReplaceSummary replace_rules(RuleSet rules);
 
   // Evicts up to `max_visits` entries' worth of full or orphaned buckets.
@@ -286,6 +297,8 @@ class Limiter {
   const RuleSet& rules() const;
   const RuleSetBounds& rule_bounds() const;
   const LimiterStats& stats() const { return stats_; }
+  // Per rule, parallel to rules().rules, then one more for the inline limits.
+  const std::vector<RuleCounters>& rule_counters() const { return rule_counters_; }
   std::size_t key_count() const { return total_keys(); }
   const LimiterOptions& options() const { return options_; }
   void set_max_keys(std::size_t max_keys);
@@ -367,6 +380,7 @@ class Limiter {
   StateTable states_;  // the sliding log's and concurrency's states
   Ledger ledger_;
   LimiterStats stats_;
+  std::vector<RuleCounters> rule_counters_;  // rule_counters()
   // Scratch space reused across checks, so a check does not allocate.
   struct AlgorithmScratch;
   // Only grows, like key_scratch_: the first pending_count_ are this check's

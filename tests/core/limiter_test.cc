@@ -290,6 +290,55 @@ TEST_F(LimiterTest, ReloadKeepsStateOfUnchangedRules) {
   EXPECT_EQ(limiter.key_count(), 2u);
 }
 
+TEST_F(LimiterTest, RuleCountersCountVerdictsAndSurviveAReloadOfUnchangedRules) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("same", {{"user", each()}}, 1, kUsPerSecond, 1));
+  rules.rules.push_back(make_rule("changes", {{"ip", each()}}, 5, kUsPerSecond, 5));
+  Limiter limiter({}, rules);
+  ASSERT_EQ(limiter.rule_counters().size(), 3u);  // and the inline limits' slot
+  const Request both{{"user", "a"}, {"ip", "1.2.3.4"}};
+  EXPECT_TRUE(check(limiter, both, 0).allowed);
+  EXPECT_FALSE(check(limiter, both, 0).allowed);  // "same" refuses, "changes" would admit
+  const InlineLimit limit{"job", {1, kUsPerSecond, 1}};
+  CheckOutput out;
+  limiter.check({both.descriptors, 1, &limit}, 0, out);
+  const auto counts = [&](std::size_t i) {
+    const RuleCounters& c = limiter.rule_counters()[i];
+    return std::vector<std::uint64_t>{c.checks(), c.allowed, c.denied, c.over_limit};
+  };
+  EXPECT_EQ(counts(0), (std::vector<std::uint64_t>{3, 1, 2, 0}));
+  EXPECT_EQ(counts(1), (std::vector<std::uint64_t>{3, 3, 0, 0}));
+  EXPECT_EQ(counts(2), (std::vector<std::uint64_t>{1, 1, 0, 0}));  // inline
+
+  // Reordered, one changed, one added: the unchanged rule keeps its counts
+  // wherever it now sits, the changed one starts again, inline stays.
+  RuleSet next;
+  next.rules.push_back(make_rule("new", {{"method", each()}}, 1, kUsPerSecond, 1));
+  next.rules.push_back(make_rule("changes", {{"ip", each()}}, 6, kUsPerSecond, 6));
+  next.rules.push_back(make_rule("same", {{"user", each()}}, 1, kUsPerSecond, 1));
+  limiter.replace_rules(next);
+  ASSERT_EQ(limiter.rule_counters().size(), 4u);
+  EXPECT_EQ(counts(0), (std::vector<std::uint64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(counts(1), (std::vector<std::uint64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(counts(2), (std::vector<std::uint64_t>{3, 1, 2, 0}));
+  EXPECT_EQ(counts(3), (std::vector<std::uint64_t>{1, 1, 0, 0}));
+}
+
+TEST_F(LimiterTest, RuleCountersCountThrottleModeAdmissions) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("shadow", {{"user", each()}}, 1, kUsPerSecond, 1));
+  rules.rules[0].options.throttle.mode = alg::ThrottleMode::kShadow;
+  Limiter limiter({}, rules);
+  const Request r{{"user", "a"}};
+  EXPECT_TRUE(check(limiter, r, 0).allowed);
+  EXPECT_TRUE(check(limiter, r, 0).allowed);  // over the limit, admitted
+  const RuleCounters& c = limiter.rule_counters()[0];
+  EXPECT_EQ(c.allowed, 2u);
+  EXPECT_EQ(c.denied, 0u);
+  EXPECT_EQ(c.over_limit, 1u);
+  EXPECT_EQ(limiter.stats().over_limit_admitted, 1u);
+}
+
 TEST_F(LimiterTest, ClockSteppingBackIsCountedAndMintsNothing) {
   RuleSet rules;
   rules.rules.push_back(make_rule("r", {}, 1, kUsPerSecond, 1));
