@@ -101,7 +101,8 @@ constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "http", "grpc
                                               "exempt"};
 constexpr std::string_view kHttpKeys[] = {"listen",          "deny_status",     "ietf_headers",
                                           "max_body_bytes",  "max_header_bytes", "max_connections",
-                                          "request_timeout", "idle_timeout"};
+                                          "request_timeout", "idle_timeout",
+                                          "ready_after_seeds_unreachable"};
 constexpr std::string_view kGrpcKeys[] = {"listen", "unix_socket", "ietf_headers",
                                           "max_message_bytes", "max_pending"};
 constexpr IntRange kHttpBodyBytesRange{64, 16 * 1024 * 1024};
@@ -680,6 +681,11 @@ class Loader {
     }
     if (const toml::node* node = http.get("idle_timeout")) {
       if (auto us = read_duration(*node, what("idle_timeout"), 1)) out.idle_timeout_us = *us;
+    }
+    if (const toml::node* node = http.get("ready_after_seeds_unreachable")) {
+      if (auto us = read_duration(*node, what("ready_after_seeds_unreachable"), 0)) {
+        out.ready_after_seeds_unreachable_us = *us;
+      }
     }
   }
 

@@ -82,6 +82,9 @@ struct HttpSettings {
   std::uint32_t max_connections = 1024;         // beyond: closed at once, counted
   std::int64_t request_timeout_us = 10'000'000; // a request must arrive whole within this
   std::int64_t idle_timeout_us = 60'000'000;    // a kept-alive connection idle this long is closed
+  // /readyz: a cluster node none of whose seeds answered within this of start
+  // becomes ready alone (shell/health.h).
+  std::int64_t ready_after_seeds_unreachable_us = 30'000'000;
 };
 
 // The [grpc] section: Envoy's RateLimitService v3 (ShouldRateLimit), for

@@ -13,14 +13,17 @@
 
 namespace rlimit::shell {
 
-inline core::TimeUs steady_now_us() {
+// The same for a steady-clock reading taken by the caller (who times
+// something from it too: one clock read serves both).
+inline core::TimeUs steady_now_us(std::chrono::steady_clock::time_point at) {
   using std::chrono::duration_cast;
   using std::chrono::microseconds;
   static const core::TimeUs offset_us =
       duration_cast<microseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
       duration_cast<microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  return duration_cast<microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count() +
-         offset_us;
+  return duration_cast<microseconds>(at.time_since_epoch()).count() + offset_us;
 }
+
+inline core::TimeUs steady_now_us() { return steady_now_us(std::chrono::steady_clock::now()); }
 
 }  // namespace rlimit::shell

@@ -15,6 +15,7 @@
 #include "core/limiter.h"
 #include "core/time.h"
 #include "shell/counters.h"
+#include "shell/latency_histogram.h"
 #include "shell/lease_token.h"
 #include "shell/status.h"
 #include "wire/check_codec.h"
@@ -73,6 +74,11 @@ class Dispatcher {
   // (the client would refuse it) is replaced in `response` by an Error, which
   // is appended instead; returns false then.
   bool append_response(v1::Response& response, std::string& out);
+
+  // How long answers took, per face: each face times its own requests (the
+  // Dispatcher reads no clock) and /metrics reports them.
+  DecisionTimes& decision_times() { return decision_times_; }
+  const DecisionTimes& decision_times() const { return decision_times_; }
 
  private:
   // One check as read from either decoder; its descriptors are in
@@ -157,6 +163,7 @@ class Dispatcher {
   std::vector<wire::RuleResultView> rule_views_;
   std::string lease_token_bytes_;          // every token of output_, back to back
   std::vector<std::string_view> leases_;   // one per output_.rules entry
+  DecisionTimes decision_times_;
 };
 
 }  // namespace rlimit::shell

@@ -106,10 +106,14 @@ struct GrpcFace::Impl final : rls::RateLimitService::CallbackService {
       waiting.erase(call);
     }
     counters.pending.fetch_sub(1, std::memory_order_acq_rel);
-    dispatcher.handle(call->request, steady_now_us(), scratch);
+    const auto started = std::chrono::steady_clock::now();
+    dispatcher.handle(call->request, steady_now_us(started), scratch);
     EnvoyAnswerSummary summary;
     const EnvoyOutcome outcome = envoy_from_response(
         scratch, call->descriptors, options.settings.ietf_headers, *call->response, &summary);
+    dispatcher.decision_times().grpc.observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - started)
+                                                 .count());
     switch (outcome.status) {
       case EnvoyStatus::kOk:
         counters.descriptors.fetch_add(summary.descriptors, std::memory_order_relaxed);

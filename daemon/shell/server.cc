@@ -32,11 +32,14 @@
 #include "shell/dispatch.h"
 #include "shell/event_loop.h"
 #include "shell/grpc_face.h"
+#include "shell/health.h"
 #include "shell/http_check.h"
 #include "shell/http_server.h"
 #include "shell/load_meter.h"
 #include "shell/logging.h"
+#include "shell/metrics.h"
 #include "shell/reload.h"
+#include "shell/rules_digest.h"
 #include "shell/session.h"
 #include "shell/status.h"
 #include "shell/unix_socket.h"
@@ -97,6 +100,11 @@ class Server {
   bool start_http();
   // Answers one request of the HTTP listener (http_server.h).
   HttpAnswer answer_http(const HttpRequestView& request);
+  // GET /metrics, /healthz and /readyz (metrics.h, health.h); nullopt for
+  // any other path.
+  std::optional<HttpAnswer> answer_operations(const HttpRequestView& request,
+                                              std::string_view path);
+  Readiness readiness_at(core::TimeUs now) const;
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> signal_loop();
@@ -253,6 +261,7 @@ bool Server::start_http() {
 
 HttpAnswer Server::answer_http(const HttpRequestView& request) {
   const std::string_view path = request.target.substr(0, request.target.find('?'));
+  if (std::optional<HttpAnswer> answer = answer_operations(request, path)) return *answer;
   if (path != "/v1/check") {
     ++counters_.http_not_found;
     return http_error(404, "no such path; the daemon answers /v1/check");
@@ -266,12 +275,64 @@ HttpAnswer Server::answer_http(const HttpRequestView& request) {
   }
   if (shutting_down_) return http_error(503, "the daemon is shutting down");
   ++counters_.http_checks;
-  dispatcher_.handle(http_request_, steady_now_us(), http_response_);
+  const auto started = std::chrono::steady_clock::now();
+  dispatcher_.handle(http_request_, steady_now_us(started), http_response_);
   HttpAnswer answer =
       answer_http_check(http_response_, mapping.deny_status, http_settings_.ietf_headers);
+  dispatcher_.decision_times().http.observe(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now() - started)
+                                                .count());
   if (answer.status == mapping.deny_status) ++counters_.http_denied;
   if (answer.status == 400) ++counters_.http_bad_requests;
   return answer;
+}
+
+std::optional<HttpAnswer> Server::answer_operations(const HttpRequestView& request,
+                                                    std::string_view path) {
+  if (path != "/metrics" && path != "/healthz" && path != "/readyz") return std::nullopt;
+  if (request.method != "GET") {
+    ++counters_.http_not_found;
+    HttpAnswer answer = http_error(405, "use GET");
+    answer.headers.emplace_back("Allow", "GET");
+    return answer;
+  }
+  // Answered by the event loop itself: an answer means the loop turns.
+  if (path == "/healthz") return healthz_answer();
+  const core::TimeUs now = steady_now_us();
+  Readiness ready = readiness_at(now);
+  if (path == "/readyz") return std::move(ready.answer);
+  HttpAnswer answer;
+  answer.content_type = kMetricsContentType;
+  write_metrics({.version = RLIMIT_VERSION,
+                 .limiter = limiter_,
+                 .counters = counters_,
+                 .status = status_,
+                 .decision_times = dispatcher_.decision_times(),
+                 .rules_digest = rules_digest(limiter_.rules()),
+                 .ready = ready.ready,
+                 .now = now},
+                answer.body);
+  return answer;
+}
+
+Readiness Server::readiness_at(core::TimeUs now) const {
+  ReadinessInput in{
+      // The daemon does not start without a valid rule set, and a reload
+      // that fails keeps the one in force.
+      .rules_loaded = true,
+      .rules = limiter_.rules().rules.size(),
+      .stopping = shutting_down_,
+      .clustered = cluster_ != nullptr,
+      .started_us = status_.started_us,
+      .now = now,
+      .ready_after_seeds_unreachable_us = http_settings_.ready_after_seeds_unreachable_us,
+  };
+  if (cluster_ != nullptr) {
+    const core::Membership& membership = cluster_->node().membership();
+    in.joined = membership.joined();
+    in.live_members = membership.live_peers().size();
+  }
+  return readiness(in);
 }
 
 bool Server::start_grpc() {

@@ -653,6 +653,18 @@ TEST(ConfigTest, HttpAndGrpcSections) {
   EXPECT_EQ(grpc.max_pending, 16u);
 }
 
+TEST(ConfigTest, ReadyAfterSeedsUnreachable) {
+  EXPECT_EQ(load("").config.http.ready_after_seeds_unreachable_us, 30'000'000);
+  const LoadResult result = load("[http]\nready_after_seeds_unreachable = \"5s\"\n");
+  ASSERT_TRUE(result.ok()) << all_errors(result);
+  EXPECT_EQ(result.config.http.ready_after_seeds_unreachable_us, 5'000'000);
+  EXPECT_EQ(load("[http]\nready_after_seeds_unreachable = \"0s\"\n")
+                .config.http.ready_after_seeds_unreachable_us,
+            0);
+  EXPECT_TRUE(one_error("[http]\nready_after_seeds_unreachable = 5\n", 2, 33,
+                        {"http: ready_after_seeds_unreachable", "\"1s\""}));
+}
+
 TEST(ConfigErrorTest, BadFaceSettingsAreLocated) {
   EXPECT_TRUE(one_error("[http]\ndeny_status = 500\n", 2, 15, {"http: deny_status 500", "429 or 403"}));
   EXPECT_TRUE(one_error("[http]\nlisten = \"localhost\"\n", 2, 10, {"http: listen", "port"}));
