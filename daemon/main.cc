@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   std::string socket_path;
   std::string node_id;
   std::string log_level;
+  std::string log_format;
   std::string socket_mode;
   std::size_t max_keys = 0;
   std::string cluster_mode;
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
   app.add_option("--node-id", node_id, "this node's id (default: the host name)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--log-format", log_format, "text, or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--socket-mode", socket_mode, "socket permissions in octal, e.g. 0660")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   if (app.count("--socket") > 0) overrides.socket_path = socket_path;
   if (app.count("--node-id") > 0) overrides.node_id = node_id;
   if (app.count("--log-level") > 0) overrides.log_level = log_level;
+  if (app.count("--log-format") > 0) overrides.log_format = log_format;
   if (app.count("--socket-mode") > 0)
     overrides.socket_mode = rlimit::shell::parse_socket_mode(socket_mode);
   if (app.count("--max-keys") > 0) overrides.max_keys = max_keys;
@@ -191,7 +195,10 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  rlimit::shell::setup_logging(loaded.config.daemon.log_level);
+  // The config loader and the flag both accept only text or json.
+  rlimit::shell::setup_logging(
+      loaded.config.daemon.log_level,
+      rlimit::shell::parse_log_format(loaded.config.daemon.log_format).value());
   for (const std::string& warning : keyring_warnings) spdlog::warn("{}", warning);
   // A client that hangs up mid-reply must cost an EPIPE, not the process.
   std::signal(SIGPIPE, SIG_IGN);

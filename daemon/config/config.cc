@@ -116,7 +116,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
     "max_response_bytes", "allow_reset",     "write_timeout",
-    "idle_timeout",    "busy_poll"};
+    "idle_timeout",    "busy_poll",       "log_format"};
 constexpr std::string_view kClusterKeys[] = {"mode",
                                              "name",
                                              "bind",
@@ -152,6 +152,7 @@ constexpr std::string_view kExemptKeys[] = {"match", "rules"};
 constexpr std::string_view kMatcherKeys[] = {"equals", "prefix", "glob", "each"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
+constexpr std::string_view kLogFormats[] = {"text", "json"};
 
 // `"text"` with quotes, backslashes and control bytes escaped, cut at
 // kMaxQuotedBytes.
@@ -585,6 +586,11 @@ class Loader {
     if (const toml::node* node = daemon.get("log_level")) {
       if (auto level = read_choice(*node, what("log_level"), kLogLevels)) {
         out.log_level = std::move(*level);
+      }
+    }
+    if (const toml::node* node = daemon.get("log_format")) {
+      if (auto format = read_choice(*node, what("log_format"), kLogFormats)) {
+        out.log_format = std::move(*format);
       }
     }
     read_uint32(daemon, "max_frame_bytes", prefix, kMaxFrameBytesRange, out.max_frame_bytes);

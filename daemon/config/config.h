@@ -18,6 +18,7 @@ struct DaemonSettings {
   std::string socket_path;       // default: wire::default_socket_path()
   std::uint32_t socket_mode = 0660;
   std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  std::string log_format = "text";  // text, or json: one object per line (restart to change)
   std::uint32_t max_frame_bytes = 64 * 1024;       // requests
   std::uint32_t max_response_bytes = 16 * 1024 * 1024;
   std::uint32_t max_checks_per_frame = 1024;

@@ -15,6 +15,7 @@ void apply_overrides(const SettingOverrides& overrides, config::DaemonSettings& 
   if (overrides.socket_path) settings.socket_path = *overrides.socket_path;
   if (overrides.node_id) settings.node_id = *overrides.node_id;
   if (overrides.log_level) settings.log_level = *overrides.log_level;
+  if (overrides.log_format) settings.log_format = *overrides.log_format;
   if (overrides.socket_mode) settings.socket_mode = *overrides.socket_mode;
   if (overrides.max_keys) settings.limiter.max_keys = *overrides.max_keys;
   if (settings.node_id.empty()) settings.node_id = host_name();

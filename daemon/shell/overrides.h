@@ -18,6 +18,7 @@ struct SettingOverrides {
   std::optional<std::string> socket_path;
   std::optional<std::string> node_id;
   std::optional<std::string> log_level;
+  std::optional<std::string> log_format;
   std::optional<std::uint32_t> socket_mode;
   std::optional<std::size_t> max_keys;
   // [cluster]

@@ -49,6 +49,7 @@ SettingsChange merge_reloaded_settings(const config::DaemonSettings& running,
   restart("node_id", next.node_id, loaded.node_id);
   restart("socket_path", next.socket_path, loaded.socket_path);
   restart("socket_mode", next.socket_mode, loaded.socket_mode);
+  restart("log_format", next.log_format, loaded.log_format);
   restart("busy_poll_us", next.busy_poll_us, loaded.busy_poll_us);
   restart("key_table_full", next.limiter.key_table_full, loaded.limiter.key_table_full);
   restart("allow_inline_limits", next.limiter.allow_inline_limits,

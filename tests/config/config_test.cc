@@ -175,6 +175,15 @@ TEST(ConfigTest, EveryLogLevelIsAccepted) {
   }
 }
 
+TEST(ConfigTest, LogFormatIsTextOrJson) {
+  EXPECT_EQ(load("").config.daemon.log_format, "text");
+  for (std::string_view format : {"text", "json"}) {
+    const LoadResult result = load("[daemon]\nlog_format = \"" + std::string(format) + "\"\n");
+    ASSERT_TRUE(result.ok()) << format << "\n" << all_errors(result);
+    EXPECT_EQ(result.config.daemon.log_format, format);
+  }
+}
+
 TEST(ConfigTest, ExampleFileLoadsIntoTheExpectedStructures) {
   const std::string path = std::string(RLIMIT_SOURCE_DIR) + "/config/rlimitd.toml";
   const LoadResult result = load_config_file(path);
@@ -842,6 +851,14 @@ TEST(ConfigErrorTest, BadLogLevel) {
   EXPECT_TRUE(one_error("[daemon]\nlog_level = \"verbose\"\n", 2, 13,
                         {"daemon: log_level \"verbose\": must be trace, debug"}));
   EXPECT_TRUE(one_error("[daemon]\nlog_level = \"INFO\"\n", 2, 13, {"log_level"}));
+}
+
+TEST(ConfigErrorTest, BadLogFormat) {
+  EXPECT_TRUE(one_error("[daemon]\nlog_format = \"logfmt\"\n", 2, 14,
+                        {"daemon: log_format \"logfmt\": must be text or json"}));
+  EXPECT_TRUE(one_error("[daemon]\nlog_format = true\n", 2, 14, {"daemon: log_format"}));
+  EXPECT_TRUE(one_error("[daemon]\nlog_fromat = \"json\"\n", 2, 1,
+                        {"unknown key \"log_fromat\"", "log_format"}));
 }
 
 TEST(ConfigErrorTest, BadKeyTableFull) {

@@ -76,6 +76,22 @@ TEST(ReloadTest, LiveSettingsApplyAndRestartOnesAreKept) {
   EXPECT_TRUE(none.ignored.empty());
 }
 
+// The logger's formatter is installed once, at start.
+TEST(ReloadTest, LogFormatNeedsARestart) {
+  config::DaemonSettings running;
+  config::DaemonSettings loaded = running;
+  loaded.log_format = "json";
+  const SettingsChange change = merge_reloaded_settings(running, loaded);
+  EXPECT_EQ(change.settings.log_format, "text");
+  EXPECT_EQ(change.ignored, std::vector<std::string>{"log_format"});
+  EXPECT_TRUE(change.applied.empty());
+
+  SettingOverrides overrides;
+  overrides.log_format = "json";
+  apply_overrides(overrides, running);
+  EXPECT_EQ(running.log_format, "json");
+}
+
 TEST(ClusterOverridesTest, FlagsWinOverTheFile) {
   config::ClusterSettings settings;
   settings.bind = "10.0.0.1:7946";
