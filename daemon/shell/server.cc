@@ -40,6 +40,7 @@
 #include "shell/metrics.h"
 #include "shell/reload.h"
 #include "shell/rules_digest.h"
+#include "shell/sd_notify.h"
 #include "shell/session.h"
 #include "shell/status.h"
 #include "shell/unix_socket.h"
@@ -605,6 +606,10 @@ int run_server(ServerOptions options) {
   asio::io_context io(1);
   Server server(io, std::move(options));
   if (!server.start()) return 1;
+  // Every listener is up: a Type=notify unit's dependents may start now.
+  if (std::optional<std::string> error = notify_service_manager("READY=1")) {
+    spdlog::warn("{}", *error);
+  }
   try {
     run_event_loop(io, server.busy_poll_us(), server.counters());
   } catch (const std::exception& e) {
