@@ -246,6 +246,11 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
       limiter_(limiter),
       rng_(seed),
       membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull),
+      rules_sync_([this] {
+        RulesSyncOptions o = options_.rules_sync;
+        o.max_payload_bytes = options_.max_payload_bytes;
+        return o;
+      }()),
       arena_block_(new char[kArenaBlockBytes]),
       arena_([this] {
         google::protobuf::ArenaOptions arena_options;
@@ -261,10 +266,16 @@ BalanceOf ClusterNode::balance_of(TimeUs now) const {
 }
 
 std::size_t ClusterNode::counter_budget() const {
-  return options_.max_payload_bytes - piggyback_reserve_bytes(options_.max_payload_bytes);
+  // The rules advertisement rides on every message (about 40 bytes plus the
+  // origin's node id).
+  const RulesVersion& rules = rules_sync_.local();
+  const std::size_t advert_bytes = 2 + 1 + 10 + 2 + rules.origin.size() + 2 + rules.digest.size();
+  const std::size_t reserved = piggyback_reserve_bytes(options_.max_payload_bytes) + advert_bytes;
+  return options_.max_payload_bytes > reserved ? options_.max_payload_bytes - reserved : 0;
 }
 
 void ClusterNode::start(TimeUs now) {
+  rules_sync_.set_cluster_name(options_.cluster_name);
   limiter_.enable_replication(options_.membership.node_id, options_.membership.incarnation, now);
   membership_.start(now, membership_out_);
   next_gossip_us_ = now + options_.gossip_interval_us;
@@ -279,6 +290,11 @@ void ClusterNode::prepare(PeerMessage& m, std::size_t body_bytes) {
   m.set_from_id(self.id);
   m.set_from_address(self.address);
   m.set_from_incarnation(self.incarnation);
+  const RulesVersion& rules = rules_sync_.local();
+  peer::v1::RulesVersion* advert = m.mutable_rules();
+  advert->set_version(rules.version);
+  advert->set_origin(rules.origin);
+  advert->set_digest(rules.digest);
   if (m.members_size() == 0) membership_.add_piggyback(m);
   // Membership news rides along only where it fits; the updates are sent
   // again later (each several times), so trimming loses nothing for good.
@@ -302,9 +318,9 @@ void ClusterNode::send(OutMessage message) {
 }
 
 void ClusterNode::send_body(const std::string& address, const std::string& body) {
-  // Fields are serialized in field-number order, and every header field and
-  // the piggybacked members come before the body's: header bytes followed by
-  // body bytes are exactly the serialization of the whole message.
+  // Header bytes followed by body bytes parse as the whole message: a
+  // message's fields may come in any order (the header's rules field, number
+  // 13, lands before the body's fields here).
   header_.Clear();
   prepare(header_, body.size());
   std::string payload;
@@ -333,8 +349,22 @@ void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
   }
   membership_.on_message(message, now, membership_out_);
   if (message.has_counters()) on_counters(message, now);
+  if (message.has_rules()) {
+    rules_sync_.on_advert(message.from_id(), message.from_address(), message.rules(), now);
+  }
+  if (message.has_rules_request()) {
+    rules_sync_.on_request(message.from_address(), message.rules_request());
+  } else if (message.has_rules_chunk()) {
+    rules_sync_.on_chunk(message.rules_chunk(), now);
+  }
   for (OutMessage& m : membership_out_) send(std::move(m));
   membership_out_.clear();
+  send_rules_out();
+}
+
+void ClusterNode::send_rules_out() {
+  for (RulesOut& r : rules_sync_.out()) send({std::move(r.address), std::move(r.message)});
+  rules_sync_.out().clear();
 }
 
 void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
@@ -451,6 +481,8 @@ void ClusterNode::tick(TimeUs now) {
   membership_.tick(now, membership_out_);
   for (OutMessage& m : membership_out_) send(std::move(m));
   membership_out_.clear();
+  rules_sync_.tick(now);
+  send_rules_out();
   if (now >= next_gossip_us_) {
     next_gossip_us_ = now + options_.gossip_interval_us;
     gossip_round(now);

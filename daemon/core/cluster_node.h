@@ -27,6 +27,7 @@
 
 #include "core/limiter.h"
 #include "core/membership.h"
+#include "core/rules_sync.h"
 #include "core/time.h"
 #include "google/protobuf/arena.h"
 
@@ -44,6 +45,9 @@ struct ClusterOptions {
   std::uint32_t retransmit_rounds = 0;
   TimeUs anti_entropy_interval_us = 1'000'000;
   std::uint32_t anti_entropy_entries = 2048;    // counters per anti-entropy push
+  // The exchange of rule sets (rules_sync.h); its max_payload_bytes is
+  // replaced by the one above.
+  RulesSyncOptions rules_sync;
 };
 
 struct ClusterStats {
@@ -93,6 +97,17 @@ class ClusterNode {
   std::vector<OutPacket>& outbox() { return outbox_; }
 
   const Membership& membership() const { return membership_; }
+
+  // Rules across the cluster (rules_sync.h): the rule set in force here,
+  // advertised on every message from now on, and served to peers that ask.
+  void set_rules(RulesVersion version, std::string text) {
+    rules_sync_.set_local(std::move(version), std::move(text));
+  }
+  // A newer rule set received whole from a peer, for the shell to check and
+  // apply (then set_rules) or refuse (refuse_rules).
+  std::optional<RulesSync::Received> take_received_rules() { return rules_sync_.take_received(); }
+  void refuse_rules(const RulesVersion& version) { rules_sync_.refuse(version); }
+  const RulesSync& rules_sync() const { return rules_sync_; }
   const ClusterStats& stats() const { return stats_; }
   const ClusterOptions& options() const { return options_; }
 
@@ -114,12 +129,15 @@ class ClusterNode {
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);
+  // Sends what rules_sync_ put in its outbox.
+  void send_rules_out();
 
   ClusterOptions options_;
   Limiter& limiter_;
   std::mt19937_64 rng_;
   Membership membership_;
   Outbox membership_out_;
+  RulesSync rules_sync_;
   std::vector<OutPacket> outbox_;
   ClusterStats stats_;
   TimeUs next_gossip_us_ = 0;
