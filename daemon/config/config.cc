@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -101,7 +102,7 @@ constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "http", "grpc
                                               "exempt"};
 constexpr std::string_view kHttpKeys[] = {"listen",          "deny_status",     "ietf_headers",
                                           "max_body_bytes",  "max_header_bytes", "max_connections",
-                                          "request_timeout", "idle_timeout",
+                                          "request_timeout", "idle_timeout", "rules_api", "rules_token_file",
                                           "ready_after_seeds_unreachable"};
 constexpr std::string_view kGrpcKeys[] = {"listen", "unix_socket", "ietf_headers",
                                           "max_message_bytes", "max_pending"};
@@ -109,6 +110,7 @@ constexpr IntRange kHttpBodyBytesRange{64, 16 * 1024 * 1024};
 constexpr IntRange kHttpHeaderBytesRange{1024, 1024 * 1024};
 constexpr IntRange kGrpcMessageBytesRange{64, 16 * 1024 * 1024};
 constexpr IntRange kGrpcMaxPendingRange{1, 1'000'000};
+constexpr IntRange kMaxRulesBytesRange{1024, 64 * 1024 * 1024};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -116,7 +118,7 @@ constexpr std::string_view kDaemonKeys[] = {
     "inline_limits",   "sweep_interval",  "sweep_batch",
     "shutdown_grace",  "max_rules",       "max_descriptors_per_check",
     "max_response_bytes", "allow_reset",     "write_timeout",
-    "idle_timeout",    "busy_poll",       "log_format"};
+    "idle_timeout",    "busy_poll",       "log_format", "rules_state_file"};
 constexpr std::string_view kClusterKeys[] = {"mode",
                                              "name",
                                              "bind",
@@ -139,7 +141,8 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "max_peer_queue_bytes",
                                              "max_packets_per_round",
                                              "counter_retention",
-                                             "fair_share"};
+                                             "fair_share",
+                                             "max_rules_bytes"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
@@ -149,6 +152,7 @@ constexpr std::string_view kRuleKeys[] = {
 constexpr std::string_view kThrottleModes[] = {"hard", "soft", "shadow", "elastic"};
 constexpr std::string_view kOverrideKeys[] = {"match", "multiplier", "limit", "period", "burst"};
 constexpr std::string_view kExemptKeys[] = {"match", "rules"};
+constexpr std::string_view kRulesDocumentKeys[] = {"rule", "exempt"};
 constexpr std::string_view kMatcherKeys[] = {"equals", "prefix", "glob", "each"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug",    "info", "warn",
                                            "error", "critical", "off"};
@@ -393,16 +397,34 @@ class Loader {
         read_grpc(*grpc, config.grpc);
       }
     }
+    if (max_rules) config.daemon.max_rules = static_cast<std::uint32_t>(*max_rules);
     max_descriptors_per_check_ = config.daemon.limiter.max_descriptors_per_check;
-    if (const toml::node* node = root.get("rule")) {
-      read_rules(*node, max_rules, config.rules.rules);
-    }
-    if (const toml::node* node = root.get("exempt")) {
-      read_exemptions(*node, config.rules.exemptions);
-    }
-    for (ConfigError& e : check_rules_for_cluster(config.rules, config.cluster.mode)) {
-      errors_.push_back(std::move(e));
-    }
+    read_rule_tables(root, max_rules, config.cluster.mode, config.rules);
+    return finish(std::move(result));
+  }
+
+  // A rules document (load_rules): only [[rule]] and [[exempt]].
+  LoadResult load_rules(const toml::table& root, const RulesLoadOptions& options) {
+    LoadResult result;
+    result.config.source = file_;
+    check_keys(root, kRulesDocumentKeys, "rules document (only [[rule]] and [[exempt]]): ");
+    max_descriptors_per_check_ = options.max_descriptors_per_check;
+    read_rule_tables(root, static_cast<std::int64_t>(options.max_rules), options.mode,
+                     result.config.rules);
+    return finish(std::move(result));
+  }
+
+ private:
+  // The [[rule]] and [[exempt]] tables of `root`, shared by config files and
+  // rules documents.
+  void read_rule_tables(const toml::table& root, const std::optional<std::int64_t>& max_rules,
+                        ClusterMode mode, core::RuleSet& out) {
+    if (const toml::node* node = root.get("rule")) read_rules(*node, max_rules, out.rules);
+    if (const toml::node* node = root.get("exempt")) read_exemptions(*node, out.exemptions);
+    for (ConfigError& e : check_rules_for_cluster(out, mode)) errors_.push_back(std::move(e));
+  }
+
+  LoadResult finish(LoadResult result) {
 
     // Checks run key by key and toml++ keeps tables sorted by key, so put the
     // messages back in the order a reader of the file meets them.
@@ -419,7 +441,6 @@ class Loader {
     return result;
   }
 
- private:
   void error(const toml::source_position& at, std::string message) {
     errors_.push_back(ConfigError{file_, at.line, at.column, std::move(message)});
   }
@@ -619,6 +640,11 @@ class Loader {
     if (const toml::node* node = daemon.get("allow_reset")) {
       if (const auto* v = expect<bool>(*node, what("allow_reset"))) out.allow_reset = v->get();
     }
+    if (const toml::node* node = daemon.get("rules_state_file")) {
+      if (const auto* v = expect<std::string>(*node, what("rules_state_file"))) {
+        out.rules_state_file = v->get();
+      }
+    }
     if (const toml::node* node = daemon.get("sweep_interval")) {
       if (auto us = read_duration(*node, what("sweep_interval"), 1)) out.sweep_interval_us = *us;
     }
@@ -691,6 +717,14 @@ class Loader {
     if (const toml::node* node = http.get("ready_after_seeds_unreachable")) {
       if (auto us = read_duration(*node, what("ready_after_seeds_unreachable"), 0)) {
         out.ready_after_seeds_unreachable_us = *us;
+      }
+    }
+    if (const toml::node* node = http.get("rules_api")) {
+      if (const auto* v = expect<bool>(*node, what("rules_api"))) out.rules_api = v->get();
+    }
+    if (const toml::node* node = http.get("rules_token_file")) {
+      if (const auto* v = expect<std::string>(*node, what("rules_token_file"))) {
+        out.rules_token_file = v->get();
       }
     }
   }
@@ -889,6 +923,7 @@ class Loader {
     if (const toml::node* node = cluster.get("fair_share")) {
       if (const auto* v = expect<bool>(*node, prefix + "fair_share")) out.fair_share = v->get();
     }
+    read_uint32(cluster, "max_rules_bytes", prefix, kMaxRulesBytesRange, out.max_rules_bytes);
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {
@@ -1493,19 +1528,68 @@ std::string ConfigError::to_string() const {
   return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
 }
 
-LoadResult load_config(std::string_view text, std::string_view file_name) {
-  toml::table root;
+namespace {
+
+// Parses `text`; on a syntax error fills `failed` with it instead.
+std::optional<toml::table> parse_toml(std::string_view text, std::string_view file_name,
+                                      LoadResult& failed) {
   try {
-    root = toml::parse(text, file_name);
+    return toml::parse(text, file_name);
   } catch (const toml::parse_error& e) {
-    LoadResult result;
-    result.config.source = std::string(file_name);
-    result.errors.push_back(ConfigError{std::string(file_name), e.source().begin.line,
+    failed.config.source = std::string(file_name);
+    failed.errors.push_back(ConfigError{std::string(file_name), e.source().begin.line,
                                         e.source().begin.column,
                                         "invalid TOML: " + std::string(e.description())});
-    return result;
+    return std::nullopt;
   }
-  return Loader(file_name).load(root);
+}
+
+}  // namespace
+
+LoadResult load_config(std::string_view text, std::string_view file_name) {
+  LoadResult failed;
+  std::optional<toml::table> root = parse_toml(text, file_name, failed);
+  if (!root) return failed;
+  LoadResult result = Loader(file_name).load(*root);
+  if (result.ok()) {
+    // The file's rules as a rules document (comments and layout are not kept).
+    toml::table rules;
+    if (const toml::node* node = root->get("rule")) rules.insert("rule", *node);
+    if (const toml::node* node = root->get("exempt")) rules.insert("exempt", *node);
+    std::ostringstream text_out;
+    if (!rules.empty()) text_out << toml::toml_formatter(rules) << '\n';
+    result.config.rules_text = text_out.str();
+  }
+  return result;
+}
+
+std::string canonical_rules_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
+    out.push_back(text[i]);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  if (!out.empty()) out.push_back('\n');
+  return out;
+}
+
+LoadResult load_rules(std::string_view text, std::string_view name,
+                      const RulesLoadOptions& options) {
+  LoadResult failed;
+  if (text.size() > kMaxConfigFileBytes) {
+    failed.errors.push_back(ConfigError{std::string(name), 0, 0,
+                                        "rules document is larger than " +
+                                            std::to_string(kMaxConfigFileBytes >> 20) + " MiB"});
+    return failed;
+  }
+  const std::string canonical = canonical_rules_text(text);
+  std::optional<toml::table> root = parse_toml(canonical, name, failed);
+  if (!root) return failed;
+  LoadResult result = Loader(name).load_rules(*root, options);
+  if (result.ok()) result.config.rules_text = canonical;
+  return result;
 }
 
 LoadResult load_config_file(const std::string& path) {
@@ -1547,6 +1631,9 @@ Config default_config() {
   rule.params = core::BucketParams{.limit = 10, .period_us = 1'000'000, .burst = 20};
   rule.where = core::SourceLocation{std::string(kBuiltInSource), 0, 0};
   config.rules.rules.push_back(std::move(rule));
+  config.rules_text =
+      "[[rule]]\nname = \"per-user\"\nmatch = { user = { each = true } }\nlimit = 10\n"
+      "period = \"1s\"\nburst = 20\n";
   return config;
 }
 

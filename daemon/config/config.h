@@ -38,6 +38,10 @@ struct DaemonSettings {
   // a client on another CPU need not wake this one (docs/performance.md).
   std::int64_t busy_poll_us = 0;
   bool allow_reset = true;  // clients may send ResetRequest (rlimitctl reset)
+  // Where rules applied through the rules API (or received from a peer) are
+  // kept, so a restart comes back with them; "": not kept.
+  std::string rules_state_file;
+  std::uint32_t max_rules = 10'000;  // [[rule]] entries in a config file or rules document
   core::LimiterOptions limiter;
 };
 
@@ -69,6 +73,8 @@ struct ClusterSettings {
   std::uint32_t max_packets_per_round = 16;      // per peer per gossip round; the rest waits
   std::int64_t counter_retention_us = 60'000'000;  // minimum life of an idle key's counters
   bool fair_share = true;  // spend a fair share of a key others spend on (core/fair_share.h)
+  // A rule set received from a peer larger than this is refused (counted).
+  std::uint32_t max_rules_bytes = 1 << 20;
 };
 
 // The [http] section: the HTTP check face (GET/POST /v1/check, for nginx
@@ -86,6 +92,8 @@ struct HttpSettings {
   // /readyz: a cluster node none of whose seeds answered within this of start
   // becomes ready alone (shell/health.h).
   std::int64_t ready_after_seeds_unreachable_us = 30'000'000;
+  bool rules_api = false;        // GET/PUT /v1/rules (docs/cluster.md, "Rules across the cluster")
+  std::string rules_token_file;  // a bearer token for /v1/rules; "": none asked
 };
 
 // The [grpc] section: Envoy's RateLimitService v3 (ShouldRateLimit), for
@@ -105,6 +113,10 @@ struct Config {
   HttpSettings http;
   GrpcSettings grpc;
   core::RuleSet rules;
+  // The rules as a rules document (load_rules): the file's [[rule]] and
+  // [[exempt]] tables as the loader read them, or a rules document's
+  // canonical text.
+  std::string rules_text;
   std::string source;  // file name, or "<built-in>"
 };
 
@@ -151,6 +163,26 @@ bool parse_host_port(std::string_view text, std::string* host, std::uint16_t* po
 // trims spaces and tabs around each entry and drops empty ones; the entries
 // are not checked (use parse_host_port).
 std::vector<std::string> split_seed_list(std::string_view comma_separated);
+
+// What a rules document is checked against: the running daemon's bounds
+// and cluster mode.
+struct RulesLoadOptions {
+  std::uint32_t max_rules = 10'000;
+  std::size_t max_descriptors_per_check = core::LimiterOptions{}.max_descriptors_per_check;
+  ClusterMode mode = ClusterMode::kNone;
+};
+
+// Parses a rules document: TOML with only [[rule]] and [[exempt]] tables,
+// checked exactly as a config file's (the same loader), every problem
+// located in `name`. On success config.rules holds the rules and
+// config.rules_text the canonical text (canonical_rules_text); the rest of
+// config is left at its defaults.
+LoadResult load_rules(std::string_view text, std::string_view name,
+                      const RulesLoadOptions& options);
+
+// A rules document's canonical text, the one its digest is taken over: CRLF
+// line ends become LF, and it ends in exactly one newline (empty stays empty).
+std::string canonical_rules_text(std::string_view text);
 
 // Reads and parses a file; an unreadable file is one error at line 0.
 LoadResult load_config_file(const std::string& path);
