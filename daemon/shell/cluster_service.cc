@@ -79,6 +79,7 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
                               : 0;
   out.anti_entropy_interval_us = s.anti_entropy_interval_us;
   out.max_packets_per_round = s.max_packets_per_round;
+  out.rules_sync.max_rules_bytes = s.max_rules_bytes;
   return out;
 }
 
@@ -153,6 +154,7 @@ bool ClusterService::State::open(std::string& error) {
         s.bind, address);
   }
   node = std::make_unique<core::ClusterNode>(std::move(cluster_options), limiter, options.seed);
+  node->set_rules(options.rules, options.rules_text);
   spdlog::info(
       "cluster \"{}\": {} on {} as node {} at {} (incarnation {}), {} seeds, signing key id {:02x} "
       "of {}",
@@ -192,6 +194,10 @@ void ClusterService::State::after_event() {
   outbox.clear();
   for (const std::string& line : watch.update(node->membership().members())) {
     spdlog::info("cluster: {}", line);
+  }
+  // A newer rule set arrived whole: the server checks and applies it.
+  if (std::optional<core::RulesSync::Received> received = node->take_received_rules()) {
+    if (options.on_rules) options.on_rules(std::move(*received));
   }
 }
 
@@ -275,6 +281,14 @@ void ClusterService::replace_keyring(Keyring keyring) {
   state_->keyring = std::move(keyring);
   spdlog::info("cluster: keyring reloaded: {} secrets, signing key id {:02x}",
                state_->keyring.size(), state_->keyring.signing_key_id());
+}
+
+void ClusterService::set_rules(const core::RulesVersion& version, std::string text) {
+  state_->node->set_rules(version, std::move(text));
+}
+
+void ClusterService::refuse_rules(const core::RulesVersion& version) {
+  state_->node->refuse_rules(version);
 }
 
 const core::ClusterNode& ClusterService::node() const { return *state_->node; }

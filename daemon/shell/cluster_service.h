@@ -34,6 +34,12 @@ struct ClusterServiceOptions {
   // microseconds at start (see server.cc).
   std::uint64_t incarnation = 0;
   std::uint64_t seed = 0;  // drives the node's random choices
+  // The rule set in force at start (advertised from the first message), and
+  // what to do with a newer one received whole from a peer (the server checks
+  // and applies it, then calls set_rules or refuse_rules).
+  core::RulesVersion rules;
+  std::string rules_text;
+  std::function<void(core::RulesSync::Received received)> on_rules;
 };
 
 // The core's options for `settings` once the peer socket is bound at
@@ -65,6 +71,11 @@ class ClusterService {
 
   // Installs a re-read keyring (SIGHUP): takes effect for the next datagram.
   void replace_keyring(Keyring keyring);
+
+  // The rule set now in force here (advertised from the next message on).
+  void set_rules(const core::RulesVersion& version, std::string text);
+  // A received rule set this node cannot use: not fetched again.
+  void refuse_rules(const core::RulesVersion& version);
 
   const core::ClusterNode& node() const;
   const PeerCounters& counters() const;

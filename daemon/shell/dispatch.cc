@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "rlimit/v1/client.pb.h"
+#include "shell/rules_service.h"
 #include "wire/frame.h"
 
 namespace rlimit::shell {
@@ -144,6 +145,13 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
     case v1::Request::kReset:
       ++counters_.reset_requests;
       return handle_reset(request.reset(), now, response);
+    case v1::Request::kRules:
+      if (rules_ == nullptr) {
+        return set_error(response, v1::Error::NOT_ALLOWED, "this daemon serves no rules API",
+                         /*close=*/false);
+      }
+      answer_rules_request(*rules_, request.rules(), *response.mutable_rules());
+      return {};
     case v1::Request::BODY_NOT_SET:
       break;
   }
@@ -152,7 +160,7 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
   ++counters_.unknown_message_types;
   return set_error(response, v1::Error::UNKNOWN_MESSAGE_TYPE,
                    "the request has no body this daemon knows (expected check, status, members, "
-                   "release or reset)",
+                   "release, reset or rules)",
                    /*close=*/true);
 }
 

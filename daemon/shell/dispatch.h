@@ -33,6 +33,8 @@ class ResetRequest;
 
 namespace rlimit::shell {
 
+class RulesService;
+
 class Dispatcher {
  public:
   // What the session does once the response is sent.
@@ -74,6 +76,10 @@ class Dispatcher {
   // (the client would refuse it) is replaced in `response` by an Error, which
   // is appended instead; returns false then.
   bool append_response(v1::Response& response, std::string& out);
+
+  // Answers rules requests (rules_service.h); until set they are refused
+  // with NOT_ALLOWED. Must outlive the Dispatcher.
+  void set_rules_service(RulesService* rules) { rules_ = rules; }
 
   // How long answers took, per face: each face times its own requests (the
   // Dispatcher reads no clock) and /metrics reports them.
@@ -163,6 +169,7 @@ class Dispatcher {
   std::vector<wire::RuleResultView> rule_views_;
   std::string lease_token_bytes_;          // every token of output_, back to back
   std::vector<std::string_view> leases_;   // one per output_.rules entry
+  RulesService* rules_ = nullptr;
   DecisionTimes decision_times_;
 };
 

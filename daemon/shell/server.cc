@@ -39,6 +39,7 @@
 #include "shell/logging.h"
 #include "shell/metrics.h"
 #include "shell/reload.h"
+#include "shell/rules_service.h"
 #include "shell/rules_digest.h"
 #include "shell/sd_notify.h"
 #include "shell/session.h"
@@ -79,7 +80,18 @@ class Server {
         acceptor_(io),
         sweep_timer_(io),
         grace_timer_(io),
-        signals_(io, SIGTERM, SIGINT, SIGHUP) {}
+        signals_(io, SIGTERM, SIGINT, SIGHUP),
+        rules_({.node_id = settings_.node_id,
+                .state_file = settings_.rules_state_file,
+                .load = {.max_rules = settings_.max_rules,
+                         .max_descriptors_per_check = settings_.limiter.max_descriptors_per_check,
+                         .mode = cluster_settings_.mode}},
+               [this](core::RuleSet rules) { return install_rules(std::move(rules)); },
+               rules_counters_) {
+    rules_.set_config_rules(std::move(options.config.rules_text));
+    dispatcher_.set_rules_service(&rules_);
+    status_.rules = &rules_;
+  }
 
   ~Server() { remove_socket_file(); }
   Server(const Server&) = delete;
@@ -118,6 +130,11 @@ class Server {
   void maybe_finish_shutdown();
   void remove_socket_file();
   void reload();
+  // Puts a rule set in force keeping the state of unchanged rules: the one
+  // path of SIGHUP reloads and of the rules API (rules_service.h).
+  core::ReplaceSummary install_rules(core::RuleSet rules);
+  // A newer rule set received whole from a peer.
+  void on_received_rules(core::RulesSync::Received received);
   // Re-reads the secret file, so secrets rotate without a restart.
   void reload_keyring();
   std::vector<std::shared_ptr<Session>> live_sessions() const;
@@ -141,6 +158,10 @@ class Server {
   asio::steady_timer sweep_timer_;
   asio::steady_timer grace_timer_;
   asio::signal_set signals_;
+  // The rules in force, their version and the rules API.
+  RulesCounters rules_counters_;
+  RulesService rules_;
+  std::string rules_token_;  // [http] rules_token_file's contents; "": none asked
 
   // Declared after the limiter, so it is destroyed (and stops using it)
   // first.
@@ -165,6 +186,7 @@ class Server {
 };
 
 bool Server::start() {
+  rules_.load_state_file();
   if (!listen()) return false;
   if (cluster_settings_.mode != config::ClusterMode::kNone && !start_cluster()) return false;
   if (!http_settings_.listen.empty() && !start_http()) return false;
@@ -234,6 +256,12 @@ bool Server::start_cluster() {
                                        .node_id = settings_.node_id,
                                        .incarnation = static_cast<std::uint64_t>(wall_us),
                                        .seed = seed,
+                                       .rules = rules_.current().version,
+                                       .rules_text = rules_.current().text,
+                                       .on_rules =
+                                           [this](core::RulesSync::Received received) {
+                                             on_received_rules(std::move(received));
+                                           },
                                    },
                                    std::move(*keyring_), limiter_, error);
   keyring_.reset();
@@ -242,6 +270,10 @@ bool Server::start_cluster() {
     return false;
   }
   cluster_done_ = false;
+  rules_.set_changed_hook(
+      [this](const RulesDocument& rules) { cluster_->set_rules(rules.version, rules.text); });
+  rules_.set_version_source(
+      [this] { return cluster_->node().rules_sync().max_version_seen(); });
   status_.cluster_mode = cluster_->mode_name();
   status_.cluster = &cluster_->node();
   status_.peer_counters = &cluster_->counters();
@@ -249,6 +281,15 @@ bool Server::start_cluster() {
 }
 
 bool Server::start_http() {
+  if (http_settings_.rules_api && !http_settings_.rules_token_file.empty()) {
+    std::string error;
+    std::optional<std::string> token = read_token_file(http_settings_.rules_token_file, error);
+    if (!token) {
+      spdlog::error("http: {}", error);
+      return false;
+    }
+    rules_token_ = std::move(*token);
+  }
   http_ = std::make_unique<HttpServer>(
       io_, http_settings_, counters_,
       [this](const HttpRequestView& request) { return answer_http(request); });
@@ -263,6 +304,9 @@ bool Server::start_http() {
 HttpAnswer Server::answer_http(const HttpRequestView& request) {
   const std::string_view path = request.target.substr(0, request.target.find('?'));
   if (std::optional<HttpAnswer> answer = answer_operations(request, path)) return *answer;
+  if (path == "/v1/rules" && http_settings_.rules_api) {
+    return answer_rules_http(rules_, rules_counters_, request, rules_token_);
+  }
   if (path != "/v1/check") {
     ++counters_.http_not_found;
     return http_error(404, "no such path; the daemon answers /v1/check");
@@ -577,12 +621,36 @@ void Server::reload() {
   set_log_level(settings_.log_level);
   limiter_.set_max_keys(settings_.limiter.max_keys);
 
+  if (const core::RulesVersion& applied = rules_.current().version; applied.version > 0) {
+    // docs/cluster.md, "Rules across the cluster": the file's rules are
+    // version 0, below any applied rule set.
+    spdlog::info(
+        "reloaded {}: settings only; the rules applied as version {} from {} stay in force (the "
+        "file's rules are version 0: rlimitctl rules apply the file to make it the cluster's)",
+        config_path_, applied.version, applied.origin);
+    return;
+  }
   const std::size_t rule_count = loaded.config.rules.rules.size();
-  const core::ReplaceSummary summary = limiter_.replace_rules(std::move(loaded.config.rules));
+  const core::ReplaceSummary summary = install_rules(std::move(loaded.config.rules));
+  rules_.set_config_rules(std::move(loaded.config.rules_text));
   status_.config_source = std::move(loaded.config.source);
   ++counters_.reloads;
   spdlog::info("reloaded {}: {} rules ({} kept, {} changed, {} added, {} removed)", config_path_,
                rule_count, summary.kept, summary.changed, summary.added, summary.removed);
+}
+
+core::ReplaceSummary Server::install_rules(core::RuleSet rules) {
+  return limiter_.replace_rules(std::move(rules));
+}
+
+void Server::on_received_rules(core::RulesSync::Received received) {
+  const RulesService::Outcome outcome =
+      rules_.apply_received(received.version, received.text, received.from_address);
+  // Refused versions are not fetched again (logged once by the service);
+  // this node keeps advertising what it runs, so the drift shows.
+  if (outcome.status != RulesService::Status::kOk && cluster_ != nullptr) {
+    cluster_->refuse_rules(received.version);
+  }
 }
 
 void Server::reload_keyring() {

@@ -6,6 +6,7 @@
 
 #include "rlimit/v1/client.pb.h"
 #include "shell/grpc_face.h"
+#include "shell/rules_service.h"
 
 namespace rlimit::shell {
 
@@ -58,6 +59,13 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
   if (context.grpc_counters != nullptr) for_each_grpc_counter(*context.grpc_counters, add_counter);
+  if (context.rules != nullptr) {
+    add_counter("rules_version", context.rules->current().version.version);
+    for_each_rules_counter(context.rules->counters(), add_counter);
+  }
+  if (context.cluster != nullptr) {
+    for_each_rules_sync_stat(context.cluster->rules_sync().stats(), add_counter);
+  }
 }
 
 void fill_member_info(const core::Member& member, bool self, core::TimeUs now,
@@ -80,16 +88,29 @@ void fill_member_info(const core::Member& member, bool self, core::TimeUs now,
 void fill_members(const StatusContext& context, core::TimeUs now, v1::MembersResponse& out) {
   out.Clear();
   out.set_mode(context.cluster_mode);
+  // Each member's rules as it advertises them; ours as in force.
+  auto add_rules = [](const core::RulesVersion* rules, v1::MemberInfo& info) {
+    if (rules == nullptr) return;
+    info.set_rules_version(rules->version);
+    info.set_rules_origin(rules->origin);
+    info.set_rules_digest(rules->digest);
+  };
+  const core::RulesVersion* own =
+      context.rules != nullptr ? &context.rules->current().version : nullptr;
   if (context.cluster == nullptr) {
     core::Member self;
     self.id = context.node_id;
-    fill_member_info(self, /*self=*/true, now, *out.add_members());
+    v1::MemberInfo& info = *out.add_members();
+    fill_member_info(self, /*self=*/true, now, info);
+    add_rules(own, info);
     return;
   }
   out.set_cluster(context.cluster->options().cluster_name);
   const std::vector<core::Member>& members = context.cluster->membership().members();
   for (std::size_t i = 0; i < members.size(); ++i) {
-    fill_member_info(members[i], /*self=*/i == 0, now, *out.add_members());
+    v1::MemberInfo& info = *out.add_members();
+    fill_member_info(members[i], /*self=*/i == 0, now, info);
+    add_rules(i == 0 ? own : context.cluster->rules_sync().advertised(members[i].id), info);
   }
 }
 

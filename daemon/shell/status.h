@@ -24,6 +24,7 @@ class MemberInfo;
 namespace rlimit::shell {
 
 struct GrpcCounters;  // shell/grpc_face.h
+class RulesService;   // shell/rules_service.h
 
 // What status reports besides the limiter's own state. Owned by the server;
 // config_source changes on reload.
@@ -38,6 +39,8 @@ struct StatusContext {
   const PeerCounters* peer_counters = nullptr;
   // Set while the gRPC face runs; its counters are named grpc_*.
   const GrpcCounters* grpc_counters = nullptr;
+  // The rules in force (rules_version, rules_*; members' rules fields).
+  const RulesService* rules = nullptr;
 };
 
 // Calls f(name, value) for every field of LimiterStats, in declaration order.

@@ -1135,7 +1135,8 @@ std::optional<ClusterMembers> Client::members(std::string* error) {
   members.members.reserve(static_cast<std::size_t>(m.members_size()));
   for (const v1::MemberInfo& info : m.members()) {
     members.members.push_back({info.node_id(), info.address(), info.state(), info.incarnation(),
-                               info.seq(), info.last_heard_ms_ago(), info.self()});
+                               info.seq(), info.last_heard_ms_ago(), info.self(),
+                               info.rules_version(), info.rules_origin(), info.rules_digest()});
   }
   if (error != nullptr) error->clear();
   return members;
@@ -1144,5 +1145,69 @@ std::optional<ClusterMembers> Client::members(std::string* error) {
 bool Client::connected() const { return impl_ && impl_->fd >= 0; }
 
 const ClientOptions& Client::options() const { return impl_->options; }
+
+std::string RulesError::to_string() const {
+  if (line == 0) return file + ": " + message;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + message;
+}
+
+std::optional<RulesResult> Client::rules_request(int action, std::string_view text,
+                                                 std::string_view name, std::string* error) {
+  Impl& impl = *impl_;
+  Impl::Failure failure;
+  const v1::Response* response = impl.round_trip_message(
+      [&](v1::Request& r) {
+        v1::RulesRequest* body = r.mutable_rules();
+        body->set_action(static_cast<v1::RulesRequest::Action>(action));
+        body->set_text(text.data(), text.size());
+        body->set_name(name.data(), name.size());
+      },
+      failure);
+  if (response == nullptr) {
+    if (error != nullptr) *error = std::move(failure.message);
+    return std::nullopt;
+  }
+  if (response->has_error()) {
+    if (error != nullptr) *error = describe_error(response->error());
+    return std::nullopt;
+  }
+  if (!response->has_rules()) {
+    if (error != nullptr) *error = "reply to a rules request carries no rules";
+    return std::nullopt;
+  }
+  const v1::RulesResponse& r = response->rules();
+  RulesResult result;
+  result.status = r.status() == v1::RulesResponse::INVALID  ? RulesResult::Status::kInvalid
+                  : r.status() == v1::RulesResponse::FAILED ? RulesResult::Status::kFailed
+                                                            : RulesResult::Status::kOk;
+  result.version = r.version();
+  result.origin = r.origin();
+  result.digest = r.digest();
+  result.text = r.text();
+  for (const v1::RulesError& e : r.errors()) {
+    result.errors.push_back({e.file(), e.line(), e.column(), e.message()});
+  }
+  result.message = r.message();
+  result.kept = r.kept();
+  result.changed = r.changed();
+  result.added = r.added();
+  result.removed = r.removed();
+  if (error != nullptr) error->clear();
+  return result;
+}
+
+std::optional<RulesResult> Client::rules(std::string* error) {
+  return rules_request(v1::RulesRequest::SHOW, {}, {}, error);
+}
+
+std::optional<RulesResult> Client::validate_rules(std::string_view text, std::string_view name,
+                                                  std::string* error) {
+  return rules_request(v1::RulesRequest::VALIDATE, text, name, error);
+}
+
+std::optional<RulesResult> Client::apply_rules(std::string_view text, std::string_view name,
+                                               std::string* error) {
+  return rules_request(v1::RulesRequest::APPLY, text, name, error);
+}
 
 }  // namespace rlimit

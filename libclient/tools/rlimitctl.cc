@@ -8,6 +8,7 @@
 //   rlimitctl ... reset key=value... [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] status [--json]
 //   rlimitctl [--socket PATH] [--timeout-ms N] members [--json]
+//   rlimitctl [--socket PATH] [--timeout-ms N] rules show|validate FILE|apply FILE [--json]
 //   rlimitctl convert envoy-ratelimit CONFIG.yaml [-o OUT.toml]
 //
 // Exit codes (scripts rely on them): 0 allowed / ok, 1 denied (release: some
@@ -15,7 +16,10 @@
 // daemon rejected as invalid), 3 daemon unavailable or answering with a
 // protocol error (reset: also a daemon with allow_reset = false). convert:
 // 0 converted (warnings on stderr), 2 unreadable, malformed or invalid input
-// (nothing written), or output that could not be written.
+// (nothing written), or output that could not be written. rules: 0 ok, 2
+// an invalid document (every error located file:line:column) or an
+// unreadable file, 3 daemon unavailable or the apply refused (e.g. the state
+// file could not be written); nothing changes unless the exit code is 0.
 //
 // Lease tokens are bytes; rlimitctl prints and reads them as hex.
 #include <CLI/CLI.hpp>
@@ -371,6 +375,17 @@ int run_status(const GlobalOptions& global, bool as_json) {
   return kExitAllowed;
 }
 
+// Lower-case hex of `bytes` (digests).
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : bytes) {
+    out.push_back(kDigits[static_cast<unsigned char>(c) >> 4]);
+    out.push_back(kDigits[static_cast<unsigned char>(c) & 15]);
+  }
+  return out;
+}
+
 void print_members_json(const rlimit::ClusterMembers& m) {
   JsonWriter json;
   json.begin_object().field("cluster", m.cluster).field("mode", m.mode);
@@ -384,10 +399,19 @@ void print_members_json(const rlimit::ClusterMembers& m) {
         .field("seq", member.seq)
         .field("last_heard_ms_ago", member.last_heard_ms_ago)
         .field("self", member.self)
+        .field("rules_version", member.rules_version)
+        .field("rules_origin", member.rules_origin)
+        .field("rules_digest", hex(member.rules_digest))
         .end_object();
   }
   json.end_array().end_object();
   std::cout << json.str() << '\n';
+}
+
+// "v3 9f86d081884c" (version, short digest); "-" when none is advertised.
+std::string rules_text(const rlimit::ClusterMember& member) {
+  if (member.rules_digest.empty()) return "-";
+  return "v" + std::to_string(member.rules_version) + " " + hex(member.rules_digest).substr(0, 12);
 }
 
 // "1.5s ago", "never" (no direct contact yet), "-" for the node itself.
@@ -405,12 +429,12 @@ void print_members_text(const rlimit::ClusterMembers& m) {
   info.add_row({"members", std::to_string(m.members.size())});
   std::cout << info.render();
   if (m.members.empty()) return;
-  TextTable table({"NODE", "ADDRESS", "STATE", "INCARNATION", "SEQ", "LAST HEARD"});
+  TextTable table({"NODE", "ADDRESS", "STATE", "INCARNATION", "SEQ", "LAST HEARD", "RULES"});
   for (std::size_t c : {3, 4, 5}) table.align_right(c);
   for (const rlimit::ClusterMember& member : m.members) {
     table.add_row({member.self ? member.node_id + " (self)" : member.node_id, member.address,
                    member.state, std::to_string(member.incarnation), std::to_string(member.seq),
-                   last_heard_text(member)});
+                   last_heard_text(member), rules_text(member)});
   }
   std::cout << '\n' << table.render();
 }
@@ -429,6 +453,86 @@ int run_members(const GlobalOptions& global, bool as_json) {
     print_members_text(*members);
   }
   return kExitAllowed;
+}
+
+// rules show | validate FILE | apply FILE.
+int run_rules(const GlobalOptions& global, const std::string& action, const std::string& path,
+              bool as_json) {
+  std::string text;
+  if (action != "show") {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      std::cerr << "rlimitctl: cannot read " << path << ": " << std::strerror(errno) << '\n';
+      return kExitUsage;
+    }
+    std::ostringstream contents;
+    contents << file.rdbuf();
+    text = contents.str();
+  }
+  rlimit::Client client = make_client(global);
+  std::string error;
+  const std::optional<rlimit::RulesResult> result = action == "show" ? client.rules(&error)
+                                                    : action == "validate"
+                                                        ? client.validate_rules(text, path, &error)
+                                                        : client.apply_rules(text, path, &error);
+  if (!result) {
+    std::cerr << "rlimitctl: no answer from " << socket_shown(global) << ": " << error << '\n';
+    return kExitUnavailable;
+  }
+  const char* status = result->status == rlimit::RulesResult::Status::kOk        ? "ok"
+                       : result->status == rlimit::RulesResult::Status::kInvalid ? "invalid"
+                                                                                 : "failed";
+  if (as_json) {
+    JsonWriter json;
+    json.begin_object()
+        .field("status", std::string(status))
+        .field("version", result->version)
+        .field("origin", result->origin)
+        .field("digest", hex(result->digest));
+    if (action == "show") json.field("text", result->text);
+    if (action == "apply") {
+      json.field("kept", static_cast<std::uint64_t>(result->kept))
+          .field("changed", static_cast<std::uint64_t>(result->changed))
+          .field("added", static_cast<std::uint64_t>(result->added))
+          .field("removed", static_cast<std::uint64_t>(result->removed));
+    }
+    if (!result->message.empty()) json.field("message", result->message);
+    json.key("errors").begin_array();
+    for (const rlimit::RulesError& e : result->errors) {
+      json.begin_object()
+          .field("file", e.file)
+          .field("line", static_cast<std::uint64_t>(e.line))
+          .field("column", static_cast<std::uint64_t>(e.column))
+          .field("message", e.message)
+          .end_object();
+    }
+    json.end_array().end_object();
+    std::cout << json.str() << '\n';
+  } else {
+    for (const rlimit::RulesError& e : result->errors) std::cerr << e.to_string() << '\n';
+    if (result->status != rlimit::RulesResult::Status::kOk) {
+      std::cerr << "rlimitctl: " << (result->message.empty() ? status : result->message) << '\n';
+    }
+    const std::string version = "version " + std::to_string(result->version) + " from " +
+                                result->origin + ", digest " + hex(result->digest);
+    if (action == "show") {
+      std::cout << "# " << version << '\n' << result->text;
+    } else if (action == "validate" && result->status == rlimit::RulesResult::Status::kOk) {
+      std::cout << path << ": valid (in force: " << version << ")\n";
+    } else if (action == "apply" && result->status == rlimit::RulesResult::Status::kOk) {
+      std::cout << "applied: " << version << " (" << result->kept << " kept, " << result->changed
+                << " changed, " << result->added << " added, " << result->removed << " removed)\n";
+    }
+  }
+  switch (result->status) {
+    case rlimit::RulesResult::Status::kOk:
+      return kExitAllowed;
+    case rlimit::RulesResult::Status::kInvalid:
+      return kExitUsage;
+    case rlimit::RulesResult::Status::kFailed:
+      return kExitUnavailable;
+  }
+  return kExitUnavailable;
 }
 
 // `convert envoy-ratelimit`: reads `input` ("-": stdin), writes the rules to
@@ -556,6 +660,27 @@ int main(int argc, char** argv) {
   members->fallthrough();
   members->add_flag("--json", members_json, "Print the membership as JSON");
 
+  std::string rules_file;
+  bool rules_json = false;
+  CLI::App* rules = app.add_subcommand(
+      "rules",
+      "The rules in force, and changing them for the whole cluster. Exit 0 ok, 2 invalid rules, "
+      "3 unavailable or refused.");
+  rules->require_subcommand(1);
+  CLI::App* rules_show =
+      rules->add_subcommand("show", "Print the rules in force (TOML) and their version.");
+  CLI::App* rules_validate = rules->add_subcommand(
+      "validate", "Have the daemon check a rules document whole; nothing changes.");
+  CLI::App* rules_apply = rules->add_subcommand(
+      "apply", "Apply a rules document here and across the cluster (state kept, persisted).");
+  for (CLI::App* sub : {rules_show, rules_validate, rules_apply}) {
+    sub->fallthrough();
+    sub->add_flag("--json", rules_json, "Print the answer as JSON");
+  }
+  rules_validate->add_option("file", rules_file, "TOML with only [[rule]] and [[exempt]]")
+      ->required();
+  rules_apply->add_option("file", rules_file, "TOML with only [[rule]] and [[exempt]]")->required();
+
   CLI::App* convert = app.add_subcommand(
       "convert", "Convert another rate limiter's configuration into rlimit rules (no daemon).");
   convert->require_subcommand(1);
@@ -599,6 +724,9 @@ int main(int argc, char** argv) {
     if (release->parsed()) return run_release(global, release_leases, release_extend, release_json);
     if (reset->parsed()) return run_reset(global, reset_descriptors, reset_json);
     if (members->parsed()) return run_members(global, members_json);
+    if (rules_show->parsed()) return run_rules(global, "show", "", rules_json);
+    if (rules_validate->parsed()) return run_rules(global, "validate", rules_file, rules_json);
+    if (rules_apply->parsed()) return run_rules(global, "apply", rules_file, rules_json);
     return run_status(global, status_json);
   } catch (const std::exception& e) {
     std::cerr << "rlimitctl: " << e.what() << '\n';

@@ -151,12 +151,49 @@ struct RLIMIT_API ClusterMember {
   std::uint64_t seq = 0;                // latest state sequence number seen from it
   std::int64_t last_heard_ms_ago = -1;  // -1: never heard from directly
   bool self = false;                    // the daemon answering
+  // The rule set it advertises (self: the one in force): version (0: its
+  // config file's), the node that applied it, SHA-256 of the text (32 raw
+  // bytes; empty from a daemon too old to say).
+  std::uint64_t rules_version = 0;
+  std::string rules_origin;
+  std::string rules_digest;
 };
 
 struct RLIMIT_API ClusterMembers {
   std::string cluster;                 // cluster name; empty when clustering is off
   std::string mode;                    // "none", "gossip", "mesh"
   std::vector<ClusterMember> members;  // in the daemon's order
+};
+
+// A rules document's problem, located in the name it was sent under.
+struct RulesError {
+  std::string file;
+  std::uint32_t line = 0;  // 0: the document as a whole
+  std::uint32_t column = 0;
+  std::string message;
+  std::string to_string() const;  // "file:line:column: message"
+};
+
+// The answer to rules(), validate_rules() and apply_rules() (docs/cluster.md,
+// "Rules across the cluster").
+struct RulesResult {
+  enum class Status {
+    kOk,
+    kInvalid,  // the document is not valid (errors); nothing changed
+    kFailed,   // valid but not applied (message: e.g. the state file); nothing changed
+  };
+  Status status = Status::kOk;
+  // The rules in force after the call: version (0: the config file's), the
+  // node that applied them, SHA-256 of the text (32 raw bytes), and (rules()
+  // only) the text.
+  std::uint64_t version = 0;
+  std::string origin;
+  std::string digest;
+  std::string text;
+  std::vector<RulesError> errors;
+  std::string message;
+  // apply_rules(): rules whose state was kept, changed (state reset), added, removed.
+  std::uint32_t kept = 0, changed = 0, added = 0, removed = 0;
 };
 
 struct ClientOptions {
@@ -245,11 +282,27 @@ class RLIMIT_API Client {
   // UNKNOWN_MESSAGE_TYPE error).
   std::optional<ClusterMembers> members(std::string* error = nullptr);
 
+  // The rules in force (text, version, origin, digest); nullopt with `error`
+  // set when the daemon is unavailable or refuses.
+  std::optional<RulesResult> rules(std::string* error = nullptr);
+  // Has the daemon check `text` (a TOML rules document: [[rule]] and
+  // [[exempt]] only) whole, exactly as it would apply it; changes nothing.
+  // `name` locates the errors (e.g. the file name).
+  std::optional<RulesResult> validate_rules(std::string_view text, std::string_view name,
+                                            std::string* error = nullptr);
+  // Validates, persists and installs `text` (state kept for unchanged rules,
+  // as a SIGHUP reload does) and spreads it to the daemon's cluster; all or
+  // nothing (status says which). The document must fit max_frame_bytes.
+  std::optional<RulesResult> apply_rules(std::string_view text, std::string_view name,
+                                         std::string* error = nullptr);
+
   // True while a connection is open.
   bool connected() const;
   const ClientOptions& options() const;
 
  private:
+  std::optional<RulesResult> rules_request(int action, std::string_view text, std::string_view name,
+                                           std::string* error);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
