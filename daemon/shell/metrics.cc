@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlimit/v1/client.pb.h"
+#include "shell/rules_service.h"
 
 namespace rlimit::shell {
 namespace {
@@ -570,6 +571,25 @@ void write_metrics(const MetricsInput& in, std::string& out) {
   w.family("rlimit_uptime_seconds", kGauge, "Seconds since the daemon started.");
   w.sample("rlimit_uptime_seconds", {},
            static_cast<double>(std::max<core::TimeUs>(0, in.now - in.status.started_us)) / 1e6);
+  if (in.status.rules != nullptr) {
+    // The rule set as `rlimitctl members` shows it (the rules API's version,
+    // origin and the document's SHA-256, its first 12 hex digits), beside
+    // rlimit_rules_digest, which compares what the rules decide.
+    const core::RulesVersion& rules_version = in.status.rules->current().version;
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string digest_hex;
+    for (std::size_t i = 0; i < rules_version.digest.size() && digest_hex.size() < 12; ++i) {
+      const auto byte = static_cast<unsigned char>(rules_version.digest[i]);
+      digest_hex += kHex[byte >> 4];
+      digest_hex += kHex[byte & 0xf];
+    }
+    const std::string version_text = std::to_string(rules_version.version);
+    w.family("rlimit_rules_info", kGauge,
+             "Always 1; the labels name the rule set in force as rlimitctl members shows it.");
+    w.sample("rlimit_rules_info",
+             {{"version", version_text}, {"origin", rules_version.origin}, {"digest", digest_hex}},
+             std::uint64_t{1});
+  }
   w.family("rlimit_build_info", kGauge, "Always 1; the labels say which build this is.");
   w.sample("rlimit_build_info",
            {{"version", in.version},

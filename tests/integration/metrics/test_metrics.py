@@ -247,8 +247,16 @@ def test_cluster_node_metrics_and_readiness(tmp, daemons):
         assert s["rlimit_ready"] == 1
         status, _, body = node.get("/readyz")
         assert status == 200 and json.loads(body)["joined"] is True, body
-    # Same rules everywhere: one digest.
+    # Same rules everywhere: one digest, and one rule set as members names it.
     assert len({samples(n.metrics())["rlimit_rules_digest"] for n in nodes}) == 1
+    infos = [[key for key in samples(n.metrics()) if key.startswith("rlimit_rules_info{")]
+             for n in nodes]
+    assert all(len(info) == 1 for info in infos), infos
+    # Version 0 is each node's own file (its origin is the node); the digest
+    # says the documents are the same.
+    digests = {re.search(r'digest="([0-9a-f]{12})"', info[0]).group(1) for info in infos}
+    assert len(digests) == 1, infos
+    assert all('version="0"' in info[0] for info in infos), infos
 
     # A member that goes away is suspected, then dead, on the others.
     stop(nodes[2].process)
