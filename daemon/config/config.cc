@@ -1,5 +1,5 @@
 // The TOML loader: walks the parsed document once, checks every key against
-// the schema in README.md ("Configuration reference"), and reports every problem it finds with
+// the schema in docs/configuration.md, and reports every problem it finds with
 // its position rather than stopping at the first, so one edit-reload cycle can
 // fix them all.
 #include "config/config.h"
@@ -36,7 +36,7 @@ namespace {
 
 constexpr std::string_view kBuiltInSource = "<built-in>";
 
-// Bounds of the schema. Each is documented in README.md ("Configuration reference").
+// Bounds of the schema. Each is documented in docs/configuration.md.
 constexpr std::size_t kMaxRuleNameBytes = 128;
 // sockaddr_un::sun_path holds 108 bytes on Linux, including the final NUL.
 constexpr std::size_t kMaxSocketPathBytes = 107;

@@ -1,5 +1,5 @@
 // The daemon's configuration: settings of the process plus the rule set, as
-// loaded from a TOML file (see README.md, "Configuration") or built in.
+// loaded from a TOML file (see docs/configuration.md) or built in.
 // Loading is pure: text in, a Config or located errors out.
 #pragma once
 

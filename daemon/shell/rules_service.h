@@ -167,7 +167,7 @@ void answer_rules_request(RulesService& rules, const v1::RulesRequest& request,
 
 // The HTTP rules API ([http] rules_api): GET /v1/rules answers the rules in
 // force, PUT /v1/rules applies the body (a rules document); JSON both ways
-// (README.md, "[http]"). With a non-empty `token`, a request must carry
+// (docs/configuration.md, "[http]"). With a non-empty `token`, a request must carry
 // "Authorization: Bearer <token>" (compared in constant time) or gets 401,
 // counted.
 HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,

@@ -22,7 +22,7 @@
 namespace rlimit::tools {
 namespace {
 
-// rlimit's bounds (README.md, "Bounds at a glance").
+// rlimit's bounds (docs/configuration.md, "Bounds at a glance").
 constexpr std::size_t kMaxRuleNameBytes = 128;
 constexpr std::size_t kMaxMatchDescriptors = 64;
 constexpr std::size_t kDefaultMaxRules = 10'000;

@@ -3,7 +3,7 @@
 // `rlimitctl convert envoy-ratelimit`. Pure: YAML text in, TOML text,
 // warnings and errors out; nothing is read or written.
 //
-// How the tree maps (README.md, "rlimitctl"; the output's header says it too):
+// How the tree maps (docs/operations.md, "rlimitctl"; the output's header says it too):
 //   - rlimit's Envoy face checks a request of domain D and descriptor
 //     [(k1,v1),...] as the descriptors [(domain,D),(k1,v1),...], so every
 //     rule matches domain = D plus the keys of its path.

@@ -81,6 +81,8 @@ step "config, unit, user, programs"
 grep -q '^config OK' "$tmp/check" || fail "--check-config said: $(cat "$tmp/check")"
 grep -q '^socket = "/run/rlimit/rlimitd.sock"' /etc/rlimit/rlimitd.toml ||
   fail "the installed config does not put the socket in /run/rlimit"
+grep -q '^rules_state_file = "/var/lib/rlimit/rules.toml"' /etc/rlimit/rlimitd.toml ||
+  fail "the installed config does not keep applied rules in the unit's StateDirectory"
 dpkg-query -W -f='${Conffiles}\n' rlimit | grep -q "/etc/rlimit/rlimitd.toml" ||
   fail "/etc/rlimit/rlimitd.toml is not a conffile"
 
