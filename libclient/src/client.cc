@@ -15,7 +15,6 @@
 //    returns them; a ticket is `ready` once answered (by the daemon or by a
 //    failure).
 #include "rlimit/client.h"
-#include "rlimit/ratelimit_headers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +31,7 @@
 #include <thread>
 #include <utility>
 
+#include "rlimit/ratelimit_headers.h"
 #include "rlimit/v1/client.pb.h"
 #include "wire/check_codec.h"
 #include "wire/frame.h"
@@ -811,6 +811,28 @@ struct Client::Impl {
     return sync_reply.message;
   }
 
+  // A request answered by one body (reset, status, members, rules): the
+  // reply, or nullptr with `*error` (if not null) saying why: no answer, an
+  // Error from the daemon, or a reply without the body asked for (then
+  // `missing`).
+  template <typename Fill, typename HasBody>
+  const pb::Response* ask(Fill&& fill, HasBody has_body, const char* missing, std::string* error) {
+    Failure failure;
+    const pb::Response* response = round_trip_message(std::forward<Fill>(fill), failure);
+    std::string why;
+    if (response == nullptr) {
+      why = std::move(failure.message);
+    } else if (response->has_error()) {
+      why = describe_error(response->error());
+    } else if (!has_body(*response)) {
+      why = missing;
+    } else {
+      return response;
+    }
+    if (error != nullptr) *error = std::move(why);
+    return nullptr;
+  }
+
   Decision check_one(std::span<const Descriptor> descriptors, std::uint64_t cost,
                      const InlineLimit* inline_limit, const CheckOptions& check_options = {}) {
     Failure failure;
@@ -946,8 +968,7 @@ std::vector<LeaseStatus> Client::release_leases(std::span<const std::string> lea
 
 std::optional<ResetResult> Client::reset(const CheckRequest& request, std::string* error) {
   Impl& impl = *impl_;
-  Impl::Failure failure;
-  const v1::Response* response = impl.round_trip_message(
+  const v1::Response* response = impl.ask(
       [&](v1::Request& r) {
         v1::ResetRequest* body = r.mutable_reset();
         fill_descriptors(request.descriptors, *body->mutable_descriptors());
@@ -959,19 +980,9 @@ std::optional<ResetResult> Client::reset(const CheckRequest& request, std::strin
           limit->set_burst(request.inline_limit->burst);
         }
       },
-      failure);
-  if (response == nullptr) {
-    if (error != nullptr) *error = std::move(failure.message);
-    return std::nullopt;
-  }
-  if (response->has_error()) {
-    if (error != nullptr) *error = describe_error(response->error());
-    return std::nullopt;
-  }
-  if (!response->has_reset()) {
-    if (error != nullptr) *error = "reply to a reset carries no reset result";
-    return std::nullopt;
-  }
+      [](const v1::Response& r) { return r.has_reset(); },
+      "reply to a reset carries no reset result", error);
+  if (response == nullptr) return std::nullopt;
   ResetResult result;
   result.keys_reset = response->reset().keys_reset();
   result.rules.assign(response->reset().rules().begin(), response->reset().rules().end());
@@ -1077,21 +1088,10 @@ std::uint64_t Client::refused_over_max_pending() const {
 
 std::optional<DaemonStatus> Client::status(std::string* error) {
   Impl& impl = *impl_;
-  Impl::Failure failure;
-  const v1::Response* response =
-      impl.round_trip_message([](v1::Request& r) { r.mutable_status(); }, failure);
-  if (response == nullptr) {
-    if (error != nullptr) *error = std::move(failure.message);
-    return std::nullopt;
-  }
-  if (response->has_error()) {
-    if (error != nullptr) *error = describe_error(response->error());
-    return std::nullopt;
-  }
-  if (!response->has_status()) {
-    if (error != nullptr) *error = "reply to a status request carries no status";
-    return std::nullopt;
-  }
+  const v1::Response* response = impl.ask([](v1::Request& r) { r.mutable_status(); },
+                                          [](const v1::Response& r) { return r.has_status(); },
+                                          "reply to a status request carries no status", error);
+  if (response == nullptr) return std::nullopt;
   const v1::StatusResponse& s = response->status();
   DaemonStatus status;
   status.node_id = s.node_id();
@@ -1113,21 +1113,10 @@ std::optional<DaemonStatus> Client::status(std::string* error) {
 
 std::optional<ClusterMembers> Client::members(std::string* error) {
   Impl& impl = *impl_;
-  Impl::Failure failure;
-  const v1::Response* response =
-      impl.round_trip_message([](v1::Request& r) { r.mutable_members(); }, failure);
-  if (response == nullptr) {
-    if (error != nullptr) *error = std::move(failure.message);
-    return std::nullopt;
-  }
-  if (response->has_error()) {
-    if (error != nullptr) *error = describe_error(response->error());
-    return std::nullopt;
-  }
-  if (!response->has_members()) {
-    if (error != nullptr) *error = "reply to a members request carries no members";
-    return std::nullopt;
-  }
+  const v1::Response* response = impl.ask([](v1::Request& r) { r.mutable_members(); },
+                                          [](const v1::Response& r) { return r.has_members(); },
+                                          "reply to a members request carries no members", error);
+  if (response == nullptr) return std::nullopt;
   const v1::MembersResponse& m = response->members();
   ClusterMembers members;
   members.cluster = m.cluster();
@@ -1154,27 +1143,16 @@ std::string RulesError::to_string() const {
 std::optional<RulesResult> Client::rules_request(int action, std::string_view text,
                                                  std::string_view name, std::string* error) {
   Impl& impl = *impl_;
-  Impl::Failure failure;
-  const v1::Response* response = impl.round_trip_message(
+  const v1::Response* response = impl.ask(
       [&](v1::Request& r) {
         v1::RulesRequest* body = r.mutable_rules();
         body->set_action(static_cast<v1::RulesRequest::Action>(action));
         body->set_text(text.data(), text.size());
         body->set_name(name.data(), name.size());
       },
-      failure);
-  if (response == nullptr) {
-    if (error != nullptr) *error = std::move(failure.message);
-    return std::nullopt;
-  }
-  if (response->has_error()) {
-    if (error != nullptr) *error = describe_error(response->error());
-    return std::nullopt;
-  }
-  if (!response->has_rules()) {
-    if (error != nullptr) *error = "reply to a rules request carries no rules";
-    return std::nullopt;
-  }
+      [](const v1::Response& r) { return r.has_rules(); },
+      "reply to a rules request carries no rules", error);
+  if (response == nullptr) return std::nullopt;
   const v1::RulesResponse& r = response->rules();
   RulesResult result;
   result.status = r.status() == v1::RulesResponse::INVALID  ? RulesResult::Status::kInvalid
