@@ -14,7 +14,8 @@ packages=(
   redis-server libhiredis-dev
   libgrpc++-dev protobuf-compiler-grpc libyaml-cpp-dev
   nginx python3-protobuf python3-grpcio python3-pytest python3-venv
-  python3-setuptools python3-wheel
+  python3-setuptools python3-wheel prometheus
+  dpkg-dev systemd
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -25,7 +26,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # nginx, redis-server and prometheus are test tools here, started by the
+  # tests on their own ports: keep their packages from starting system
+  # services (a policy-rc.d that says no, unless the machine has one).
+  made_policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod 755 /usr/sbin/policy-rc.d
+    made_policy=1
+  fi
+  status=0
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
+    status=$?
+  [ -n "$made_policy" ] && $sudo rm -f /usr/sbin/policy-rc.d
+  [ "$status" -eq 0 ] || exit "$status"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

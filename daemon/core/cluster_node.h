@@ -18,8 +18,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -35,16 +35,16 @@ namespace rlimit::core {
 
 struct ClusterOptions {
   std::string cluster_name = "rlimit";
-  MembershipOptions membership;        // node_id, address, incarnation, seeds, SWIM timers
+  MembershipOptions membership;  // node_id, address, incarnation, seeds, SWIM timers
   TimeUs gossip_interval_us = 20'000;
-  std::uint32_t fanout = 3;            // 0: every live peer (mesh)
+  std::uint32_t fanout = 3;                     // 0: every live peer (mesh)
   std::uint32_t max_payload_bytes = 1400 - 37;  // MTU minus the envelope
   std::uint32_t max_packets_per_round = 16;     // per peer per gossip round; rest waits (counted)
   // Rounds each change is pushed for; 0: ceil((ln(live + 1) + ln(100)) /
   // peers per round), at least 2.
   std::uint32_t retransmit_rounds = 0;
   TimeUs anti_entropy_interval_us = 1'000'000;
-  std::uint32_t anti_entropy_entries = 2048;    // counters per anti-entropy push
+  std::uint32_t anti_entropy_entries = 2048;  // counters per anti-entropy push
   // The exchange of rule sets (rules_sync.h); its max_payload_bytes is
   // replaced by the one above.
   RulesSyncOptions rules_sync;
@@ -59,16 +59,16 @@ struct ClusterStats {
   std::uint64_t foreign_cluster = 0;     // another cluster's name
   std::uint64_t entries_sent = 0;
   std::uint64_t entries_received = 0;
-  std::uint64_t entries_applied = 0;     // raised a counter
+  std::uint64_t entries_applied = 0;  // raised a counter
   std::uint64_t tokens_charged_remote = 0;
   std::uint64_t gossip_rounds = 0;
   std::uint64_t gossip_backlog_deferred = 0;  // rounds that left changes for later
   std::uint64_t anti_entropy_pushes = 0;
   std::uint64_t piggyback_trimmed = 0;  // membership records left off a full payload
   // Balances (docs/cluster.md, "Balances after a partition").
-  std::uint64_t balances_sent = 0;      // keys sent with a balance (per peer)
+  std::uint64_t balances_sent = 0;  // keys sent with a balance (per peer)
   std::uint64_t balances_received = 0;
-  std::uint64_t balances_raised = 0;    // received balances that raised our bucket
+  std::uint64_t balances_raised = 0;        // received balances that raised our bucket
   std::uint64_t reset_floors_received = 0;  // floors of resets (docs/cluster.md, "Reset")
 };
 
@@ -107,6 +107,9 @@ class ClusterNode {
   // apply (then set_rules) or refuse (refuse_rules).
   std::optional<RulesSync::Received> take_received_rules() { return rules_sync_.take_received(); }
   void refuse_rules(const RulesVersion& version) { rules_sync_.refuse(version); }
+  void retry_rules_later(const RulesVersion& version, TimeUs now) {
+    rules_sync_.retry_later(version, now);
+  }
   const RulesSync& rules_sync() const { return rules_sync_; }
   const ClusterStats& stats() const { return stats_; }
   const ClusterOptions& options() const { return options_; }
@@ -124,8 +127,8 @@ class ClusterNode {
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
   // Offers each packed key's balance as of `now` (Limiter::offered_balance).
-  std::function<std::optional<std::int64_t>(std::string_view, const Ledger::KeyState&)>
-  balance_of(TimeUs now) const;
+  std::function<std::optional<std::int64_t>(std::string_view, const Ledger::KeyState&)> balance_of(
+      TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);
@@ -149,7 +152,7 @@ class ClusterNode {
   static constexpr std::size_t kArenaBlockBytes = 16 * 1024;
   std::unique_ptr<char[]> arena_block_;
   google::protobuf::Arena arena_;
-  peer::v1::PeerMessage header_;  // reused by send_body
+  peer::v1::PeerMessage header_;             // reused by send_body
   std::vector<std::uint32_t> origin_slots_;  // on_counters: payload origin -> ledger index
 };
 

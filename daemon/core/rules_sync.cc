@@ -79,8 +79,10 @@ void RulesSync::on_advert(std::string_view from_id, std::string_view address,
   // Every message carries one: the common case (nothing new, not newer than
   // ours) allocates nothing.
   max_seen_ = std::max(max_seen_, advert.version());
+  // RulesVersion::newer_than, without building one for the common case.
   const bool above_local = advert.version() != local_.version ? advert.version() > local_.version
-                                                              : advert.origin() > local_.origin;
+                           : advert.origin() != local_.origin ? advert.origin() > local_.origin
+                                                              : advert.digest() > local_.digest;
   auto it = advertised_.find(from_id);
   const bool known = it != advertised_.end() && it->second.version == advert.version() &&
                      it->second.origin == advert.origin() && it->second.digest == advert.digest();
@@ -152,7 +154,12 @@ void RulesSync::ask(TimeUs now) {
 void RulesSync::on_request(std::string_view address, const peer::v1::RulesRequest& request) {
   const RulesVersion wanted = from_proto(request.rules());
   const std::uint32_t chunk_bytes = request.chunk_bytes();
+  // A chunk never needs more than a mesh frame holds (64 KiB); a request
+  // for larger ones, or for one chunk many times over, would make one small
+  // packet cost many copies of the text.
+  constexpr std::uint32_t kMaxChunkBytes = 64 * 1024;
   if (local_.version == 0 || !wanted.same(local_) || chunk_bytes < kMinChunkBytes ||
+      chunk_bytes > kMaxChunkBytes ||
       request.chunks_size() >
           static_cast<int>(std::max<std::uint32_t>(options_.window_chunks, 64))) {
     ++stats_.requests_unknown;
@@ -161,8 +168,13 @@ void RulesSync::on_request(std::string_view address, const peer::v1::RulesReques
   ++stats_.requests_served;
   const std::size_t total = local_text_.size();
   const std::size_t chunks = total == 0 ? 1 : (total + chunk_bytes - 1) / chunk_bytes;
+  std::vector<std::uint32_t> served;
+  served.reserve(static_cast<std::size_t>(request.chunks_size()));
   for (std::uint32_t index : request.chunks()) {
-    if (index >= chunks) continue;
+    if (index >= chunks || std::find(served.begin(), served.end(), index) != served.end()) {
+      continue;
+    }
+    served.push_back(index);
     RulesOut answer{std::string(address), {}};
     peer::v1::RulesChunk* chunk = answer.message.mutable_rules_chunk();
     to_proto(local_, *chunk->mutable_rules());
@@ -255,6 +267,12 @@ std::optional<RulesSync::Received> RulesSync::take_received() {
   std::optional<Received> r = std::move(received_);
   received_.reset();
   return r;
+}
+
+void RulesSync::retry_later(const RulesVersion& version, TimeUs now) {
+  if (backoff_.size() >= kMaxRefused) backoff_.erase(backoff_.begin());
+  backoff_.emplace_back(version, now + options_.retry_backoff_us);
+  if (transfer_ && transfer_->version.same(version)) transfer_.reset();
 }
 
 void RulesSync::refuse(const RulesVersion& version) {

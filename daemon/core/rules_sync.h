@@ -38,9 +38,15 @@ struct RulesVersion {
   std::string origin;  // node id that applied it
   std::string digest;  // SHA-256 of the text, 32 raw bytes (the shell computes it)
 
-  // (version, origin) order; the digest only tells copies apart.
+  // (version, origin, digest) order. The digest decides only between two
+  // texts with the same (version, origin): a node that lost its state file
+  // and applied again before hearing from its peers. Without it such a
+  // cluster would stay split, each side "not newer" than the other; with
+  // it every node converges on the higher digest.
   bool newer_than(const RulesVersion& other) const {
-    return version != other.version ? version > other.version : origin > other.origin;
+    if (version != other.version) return version > other.version;
+    if (origin != other.origin) return origin > other.origin;
+    return digest > other.digest;
   }
   bool same(const RulesVersion& other) const {
     return version == other.version && origin == other.origin && digest == other.digest;
@@ -117,6 +123,9 @@ class RulesSync {
   // The shell could not use `version` (invalid here, or its text does not
   // match the digest): not fetched again; our own stays advertised.
   void refuse(const RulesVersion& version);
+  // The shell could use `version` but not keep it now (its state file could
+  // not be written): fetched again once retry_backoff_us has passed.
+  void retry_later(const RulesVersion& version, TimeUs now);
 
   // What peers advertised last, by node id.
   const RulesVersion* advertised(std::string_view node_id) const;

@@ -291,6 +291,10 @@ void ClusterService::refuse_rules(const core::RulesVersion& version) {
   state_->node->refuse_rules(version);
 }
 
+void ClusterService::retry_rules_later(const core::RulesVersion& version) {
+  state_->node->retry_rules_later(version, steady_now_us());
+}
+
 const core::ClusterNode& ClusterService::node() const { return *state_->node; }
 const PeerCounters& ClusterService::counters() const { return state_->counters; }
 const char* ClusterService::mode_name() const {

@@ -76,6 +76,9 @@ class ClusterService {
   void set_rules(const core::RulesVersion& version, std::string text);
   // A received rule set this node cannot use: not fetched again.
   void refuse_rules(const core::RulesVersion& version);
+  // A received rule set this node could not keep now (its state file could
+  // not be written): fetched again after the sync's retry backoff.
+  void retry_rules_later(const core::RulesVersion& version);
 
   const core::ClusterNode& node() const;
   const PeerCounters& counters() const;

@@ -161,7 +161,9 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
         co_await http::async_read(stream, buffer, parser, as_tuple(use_awaitable));
     HttpAnswer refusal;
     if (read_error) {
+      // partial_message: the client went away mid-request; nothing to answer.
       if (read_error == http::error::end_of_stream || read_error == asio::error::eof ||
+          read_error == http::error::partial_message ||
           read_error == asio::error::operation_aborted ||
           read_error == asio::error::connection_reset) {
         break;

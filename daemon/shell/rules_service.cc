@@ -146,12 +146,17 @@ std::optional<std::string> write_file_atomically(const std::string& path,
     ::unlink(tmp.c_str());
     return why;
   }
-  // The rename itself is durable only once the directory is synced.
+  // The rename itself is durable only once the directory is synced. The
+  // new file is in place now, so a failure here is not a failed write (a
+  // restart would read the new rules, which the caller then installs too):
+  // it is logged, and the rules may not survive a power loss.
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return errno_text("cannot open directory", dir);
-  const int synced = ::fsync(dir_fd);
-  ::close(dir_fd);
-  if (synced != 0) return errno_text("cannot fsync directory", dir);
+  const int synced = dir_fd < 0 ? -1 : ::fsync(dir_fd);
+  if (synced != 0) {
+    spdlog::warn("rules: {}; {} is written but may not survive a power loss",
+                 errno_text("cannot sync directory", dir), path);
+  }
+  if (dir_fd >= 0) ::close(dir_fd);
   return std::nullopt;
 }
 
@@ -225,6 +230,16 @@ RulesService::Outcome RulesService::apply(std::string_view text, std::string_vie
     outcome.status = Status::kInvalid;
     outcome.errors = std::move(loaded.errors);
     outcome.message = "the rules document is not valid; nothing changed";
+    return outcome;
+  }
+  if (options_.max_text_bytes != 0 && loaded.config.rules_text.size() > options_.max_text_bytes) {
+    ++counters_.applies_invalid;
+    Outcome outcome;
+    outcome.status = Status::kInvalid;
+    outcome.message = "the rules document is " + std::to_string(loaded.config.rules_text.size()) +
+                      " bytes; [cluster] max_rules_bytes is " +
+                      std::to_string(options_.max_text_bytes) +
+                      " (peers would refuse it); nothing changed";
     return outcome;
   }
   // A Lamport clock: above every version this node has seen anywhere.
@@ -373,8 +388,10 @@ bool token_matches(std::optional<std::string_view> header, std::string_view toke
   constexpr std::string_view kBearer = "Bearer ";
   std::string_view given;
   if (header && header->size() >= kBearer.size() &&
-      std::equal(kBearer.begin(), kBearer.end(), header->begin(),
-                 [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      std::equal(kBearer.begin(), kBearer.end(), header->begin(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) ==
+               std::tolower(static_cast<unsigned char>(b));
+      })) {
     given = header->substr(kBearer.size());
   }
   const std::string a = sha256(given);

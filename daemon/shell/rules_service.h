@@ -113,6 +113,10 @@ class RulesService {
     std::string node_id;
     std::string state_file;  // "": not persisted
     config::RulesLoadOptions load;
+    // The largest document an apply accepts: in a cluster, [cluster]
+    // max_rules_bytes, which every peer enforces on what it fetches (a larger
+    // apply would hold here and be refused everywhere else). 0: no bound.
+    std::size_t max_text_bytes = 0;
   };
 
   enum class Status { kOk, kInvalid, kFailed };

@@ -39,8 +39,8 @@
 #include "shell/logging.h"
 #include "shell/metrics.h"
 #include "shell/reload.h"
-#include "shell/rules_service.h"
 #include "shell/rules_digest.h"
+#include "shell/rules_service.h"
 #include "shell/sd_notify.h"
 #include "shell/session.h"
 #include "shell/status.h"
@@ -81,13 +81,17 @@ class Server {
         sweep_timer_(io),
         grace_timer_(io),
         signals_(io, SIGTERM, SIGINT, SIGHUP),
-        rules_({.node_id = settings_.node_id,
-                .state_file = settings_.rules_state_file,
-                .load = {.max_rules = settings_.max_rules,
-                         .max_descriptors_per_check = settings_.limiter.max_descriptors_per_check,
-                         .mode = cluster_settings_.mode}},
-               [this](core::RuleSet rules) { return install_rules(std::move(rules)); },
-               rules_counters_) {
+        rules_(
+            {.node_id = settings_.node_id,
+             .state_file = settings_.rules_state_file,
+             .load = {.max_rules = settings_.max_rules,
+                      .max_descriptors_per_check = settings_.limiter.max_descriptors_per_check,
+                      .mode = cluster_settings_.mode},
+             .max_text_bytes = cluster_settings_.mode == config::ClusterMode::kNone
+                                   ? 0
+                                   : cluster_settings_.max_rules_bytes},
+            [this](core::RuleSet rules) { return install_rules(std::move(rules)); },
+            rules_counters_) {
     rules_.set_config_rules(std::move(options.config.rules_text));
     dispatcher_.set_rules_service(&rules_);
     status_.rules = &rules_;
@@ -272,8 +276,7 @@ bool Server::start_cluster() {
   cluster_done_ = false;
   rules_.set_changed_hook(
       [this](const RulesDocument& rules) { cluster_->set_rules(rules.version, rules.text); });
-  rules_.set_version_source(
-      [this] { return cluster_->node().rules_sync().max_version_seen(); });
+  rules_.set_version_source([this] { return cluster_->node().rules_sync().max_version_seen(); });
   status_.cluster_mode = cluster_->mode_name();
   status_.cluster = &cluster_->node();
   status_.peer_counters = &cluster_->counters();
@@ -647,8 +650,12 @@ void Server::on_received_rules(core::RulesSync::Received received) {
   const RulesService::Outcome outcome =
       rules_.apply_received(received.version, received.text, received.from_address);
   // Refused versions are not fetched again (logged once by the service);
-  // this node keeps advertising what it runs, so the drift shows.
-  if (outcome.status != RulesService::Status::kOk && cluster_ != nullptr) {
+  // this node keeps advertising what it runs, so the drift shows. One it
+  // could not persist (a full disk, for a moment) is fetched again later.
+  if (outcome.status == RulesService::Status::kOk || cluster_ == nullptr) return;
+  if (outcome.status == RulesService::Status::kFailed) {
+    cluster_->retry_rules_later(received.version);
+  } else {
     cluster_->refuse_rules(received.version);
   }
 }
@@ -669,7 +676,8 @@ int run_server(ServerOptions options) {
   // A clustered limiter keeps the per-origin counters its peers exchange.
   options.config.daemon.limiter.replicated =
       options.config.cluster.mode != config::ClusterMode::kNone;
-  options.config.daemon.limiter.counter_retention_min_us = options.config.cluster.counter_retention_us;
+  options.config.daemon.limiter.counter_retention_min_us =
+      options.config.cluster.counter_retention_us;
   options.config.daemon.limiter.fair_share = options.config.cluster.fair_share;
   asio::io_context io(1);
   Server server(io, std::move(options));

@@ -80,10 +80,32 @@ struct Pair {
   }
 };
 
-TEST(RulesVersionTest, OrderIsVersionThenOrigin) {
+TEST(RulesVersionTest, OrderIsVersionThenOriginThenDigest) {
   EXPECT_TRUE(version(2, "a", "").newer_than(version(1, "z", "")));
   EXPECT_TRUE(version(1, "b", "").newer_than(version(1, "a", "")));
-  EXPECT_FALSE(version(1, "a", "").newer_than(version(1, "a", "x")));
+  // Two texts under one (version, origin): the higher digest wins.
+  // (The test digest's first byte is the version: the texts differ after it.)
+  EXPECT_TRUE(version(1, "a", "-y").newer_than(version(1, "a", "-x")) !=
+              version(1, "a", "-x").newer_than(version(1, "a", "-y")));
+  EXPECT_FALSE(version(1, "a", "-x").newer_than(version(1, "a", "-x")));
+}
+
+TEST(RulesSyncTest, TwoTextsUnderOneVersionConvergeOnTheHigherDigest) {
+  // Node a applied version 1, lost its state and applied version 1 again
+  // with another text before it heard of the first: both sides must end on
+  // one text.
+  Pair p;
+  const std::string first = text_of(300, 1);
+  const std::string second = text_of(300, 2);
+  const RulesVersion v1 = version(1, "a", first);
+  const RulesVersion v2 = version(1, "a", second);
+  p.a.set_local(v1, first);
+  p.b.set_local(v2, second);
+  p.a.on_advert("b", "b:1", advert(v2), p.now);
+  p.b.on_advert("a", "a:1", advert(v1), p.now);
+  // Exactly one side wants the other's.
+  EXPECT_NE(p.a.fetching(), p.b.fetching());
+  EXPECT_EQ(p.a.fetching(), v2.newer_than(v1));
 }
 
 TEST(RulesSyncTest, FetchesANewerVersionInChunksThatFitThePayload) {

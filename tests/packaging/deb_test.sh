@@ -47,6 +47,8 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# A timeout (ctest sends SIGTERM first) still purges what was installed.
+trap 'exit 143' TERM INT HUP
 
 step "cpack in $build_dir"
 (cd "$build_dir" && cpack -G DEB --config CPackConfig.cmake -B "$tmp/cpack" \
