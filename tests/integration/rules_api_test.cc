@@ -369,5 +369,22 @@ TEST_F(RulesClusterTest, ConcurrentAppliesConvergeOnTheHighestVersion) {
   EXPECT_NE(r->text.find("# from n1"), std::string::npos);
 }
 
+TEST_F(RulesClusterTest, AnApplyPeersWouldRefuseForItsSizeIsRefusedHere) {
+  // Peers fetch at most [cluster] max_rules_bytes; a larger document applied
+  // here would split the cluster, so it is refused before anything changes.
+  add_node("[cluster]\nmax_rules_bytes = 1024\n\n" + std::string(kFileRules));
+  std::string big = kAppliedRules;
+  big += "\n# " + std::string(1200, 'x') + "\n";
+  const std::string file = dir_.write("big.toml", big);
+  const RunResult refused = rlimitctl({"--socket", sockets_[0], "rules", "apply", file});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("max_rules_bytes"), std::string::npos) << refused.output;
+  EXPECT_EQ(version(0), 0u);
+  // The same rules without the padding apply.
+  const std::string small = dir_.write("small.toml", kAppliedRules);
+  EXPECT_EQ(rlimitctl({"--socket", sockets_[0], "rules", "apply", small}).exit_code, 0);
+  EXPECT_EQ(version(0), 1u);
+}
+
 }  // namespace
 }  // namespace rlimit::testing
