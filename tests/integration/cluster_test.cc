@@ -329,7 +329,9 @@ TEST_P(ClusterTest, GarbageAtThePeerPortChangesNothing) {
     const Decision d = c.check({{"api", "x"}}, 0);
     return d.rules.empty() ? -1 : static_cast<long long>(d.rules[0].remaining);
   };
-  ASSERT_TRUE(eventually([&] { return remaining(1) <= 71; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return remaining(1) <= 71; }, std::chrono::seconds(10)))
+      << "node 1 has " << remaining(1) << " left\n"
+      << logs();
   // What node 1 was charged for its peer: junk must add nothing to it.
   auto charged_for_peers = [&] {
     Client c = client(1);
