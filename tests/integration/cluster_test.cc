@@ -18,28 +18,6 @@
 namespace rlimit::testing {
 namespace {
 
-// A loopback port that was free a moment ago (for both UDP and TCP).
-int free_port() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(tcp);
-      continue;
-    }
-    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
-    const bool udp_ok = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(udp);
-    ::close(tcp);
-    if (udp_ok) return ntohs(addr.sin_port);
-  }
-  return -1;
-}
 
 struct NodeSpec {
   std::string id;

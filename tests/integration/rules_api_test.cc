@@ -43,26 +43,6 @@ limit = 1
 period = "1h"
 )";
 
-int free_port() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(tcp);
-      continue;
-    }
-    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
-    const bool udp_ok = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(udp);
-    ::close(tcp);
-    if (udp_ok) return ntohs(addr.sin_port);
-  }
-  return -1;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,6 +1,8 @@
 #include "support/daemon_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -46,7 +48,9 @@ bool can_connect(const std::string& path) {
 
 }  // namespace
 
-std::string program_path(const std::string& name) { return std::string(RLIMIT_BIN_DIR) + "/" + name; }
+std::string program_path(const std::string& name) {
+  return std::string(RLIMIT_BIN_DIR) + "/" + name;
+}
 
 TempDir::TempDir() {
   std::string pattern = "/tmp/rlimit-test.XXXXXX";
@@ -104,7 +108,8 @@ RunResult run_program(const std::vector<std::string>& argv_in, std::chrono::mill
   return result;
 }
 
-DaemonProcess::DaemonProcess(const TempDir& dir, std::vector<std::string> args, std::string log_name)
+DaemonProcess::DaemonProcess(const TempDir& dir, std::vector<std::string> args,
+                             std::string log_name)
     : log_path_(dir.file(log_name)) {
   args.insert(args.begin(), program_path("rlimitd"));
   const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -162,6 +167,28 @@ std::string DaemonProcess::log() const {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+int free_port() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(tcp);
+      continue;
+    }
+    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+    const bool udp_ok = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(udp);
+    ::close(tcp);
+    if (udp_ok) return ntohs(addr.sin_port);
+  }
+  return -1;
 }
 
 }  // namespace rlimit::testing

@@ -34,6 +34,10 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
+// A loopback port that was free, for both TCP and UDP, a moment ago (a
+// daemon bound to it may still lose a race); -1 after 50 tries.
+int free_port();
+
 // Runs `argv` (argv[0] a path), capturing output; kills it after `timeout`.
 RunResult run_program(const std::vector<std::string>& argv,
                       std::chrono::milliseconds timeout = std::chrono::seconds(20));
@@ -42,7 +46,8 @@ class DaemonProcess {
  public:
   // Starts build/bin/rlimitd with `args`, stderr to a log file in `dir`.
   // Does not wait for readiness; see wait_ready().
-  DaemonProcess(const TempDir& dir, std::vector<std::string> args, std::string log_name = "rlimitd.log");
+  DaemonProcess(const TempDir& dir, std::vector<std::string> args,
+                std::string log_name = "rlimitd.log");
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
@@ -73,11 +78,14 @@ class DaemonProcess {
 
 // Polls `predicate` every few milliseconds until it holds or `timeout` passes.
 template <typename Predicate>
-bool eventually(Predicate&& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+bool eventually(Predicate&& predicate,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (predicate()) return true;
-    struct timespec ts {0, 5'000'000};
+    struct timespec ts {
+      0, 5'000'000
+    };
     nanosleep(&ts, nullptr);
   }
   return predicate();
