@@ -300,16 +300,14 @@ TEST_P(ClusterTest, GracefulLeaveIsAnnounced) {
 TEST_P(ClusterTest, GarbageAtThePeerPortChangesNothing) {
   start_cluster(2, kGlobalRule);
   ASSERT_TRUE(eventually([&] { return all_alive(2); }, std::chrono::seconds(15))) << logs();
+  // Node 0 consumes; node 1 is charged for it. Waited for on node 1's
+  // counter, not on its balance: the rule refills 100/s, so a balance shows
+  // the charge only for a fraction of a second, which a loaded machine's
+  // scheduling (or 30 checks spread over more than 10 ms) easily misses.
   Client c0 = client(0);
-  for (int i = 0; i < 30; ++i) c0.check({{"api", "x"}});
-  auto remaining = [&](int node) {
-    Client c = client(node);
-    const Decision d = c.check({{"api", "x"}}, 0);
-    return d.rules.empty() ? -1 : static_cast<long long>(d.rules[0].remaining);
-  };
-  ASSERT_TRUE(eventually([&] { return remaining(1) <= 71; }, std::chrono::seconds(10)))
-      << "node 1 has " << remaining(1) << " left\n"
-      << logs();
+  std::int64_t consumed = 0;
+  for (int i = 0; i < 30; ++i) consumed += c0.check({{"api", "x"}}).allowed ? 1 : 0;
+  ASSERT_GT(consumed, 0);
   // What node 1 was charged for its peer: junk must add nothing to it.
   auto charged_for_peers = [&] {
     Client c = client(1);
@@ -320,7 +318,9 @@ TEST_P(ClusterTest, GarbageAtThePeerPortChangesNothing) {
     }
     return std::int64_t{-1};
   };
-  ASSERT_TRUE(eventually([&] { return charged_for_peers() == 30; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return charged_for_peers() == consumed; }, std::chrono::seconds(10)))
+      << "node 0 consumed " << consumed << ", node 1 was charged " << charged_for_peers() << "\n"
+      << logs();
 
   // Random bytes, truncated headers and forged envelopes, over UDP and TCP.
   std::mt19937_64 rng(42);
@@ -350,7 +350,7 @@ TEST_P(ClusterTest, GarbageAtThePeerPortChangesNothing) {
   EXPECT_TRUE(daemons_[1]->running()) << daemons_[1]->log();
   // Nothing changed: the same consumption (counted, not read off balances,
   // which refill between two reads), still a healthy cluster.
-  EXPECT_EQ(charged_for_peers(), 30);
+  EXPECT_EQ(charged_for_peers(), consumed);
   EXPECT_TRUE(all_alive(2)) << logs();
   // The junk was counted.
   Client c1 = client(1);
