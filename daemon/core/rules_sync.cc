@@ -115,7 +115,9 @@ void RulesSync::on_advert(std::string_view from_id, std::string_view address,
 
 void RulesSync::start(const RulesVersion& version, Source source, TimeUs now) {
   ++stats_.transfers_started;
-  transfer_.emplace();
+  // Not emplace(): clang 14 finds Transfer (default member initializers, in
+  // the class that holds the optional) not default-constructible there.
+  transfer_ = Transfer{};
   transfer_->version = version;
   transfer_->sources.push_back(std::move(source));
   ask(now);
