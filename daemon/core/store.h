@@ -57,7 +57,7 @@ struct StoreResult {
   bool ok = true;     // every operation succeeded
   std::string error;  // the first failure, for logs ("" when ok)
   // Cost of the batch, for counters.
-  std::uint64_t commands = 0;    // store commands sent
+  std::uint64_t commands = 0;     // store commands sent
   std::uint64_t round_trips = 0;  // pipelines sent (one per store node per batch when healthy)
   std::uint64_t bytes_out = 0;
   std::uint64_t bytes_in = 0;

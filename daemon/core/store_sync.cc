@@ -1,0 +1,164 @@
+#include "core/store_sync.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace rlimit::core {
+namespace {
+
+// The store keeps a key for twice its counter retention after the last write:
+// every node forgets the key's counters within one retention of their last
+// change, so no node that still holds the key reads it back empty.
+std::int64_t store_ttl_ms(const Limiter& limiter, std::string_view key) {
+  const TimeUs retention_us = limiter.counter_retention_us(key);
+  return std::max<std::int64_t>(1000, 2 * (retention_us / 1000));
+}
+
+}  // namespace
+
+StoreSync::StoreSync(StoreSyncOptions options, Limiter& limiter)
+    : options_(options), limiter_(limiter) {
+  assert(options_.sync_interval_us > 0);
+  assert(options_.max_writes_per_batch > 0);
+  // Each own change is listed once: collect_changes() takes it from the
+  // ledger's changed list in the next tick.
+  limiter_.ledger().set_retransmit_rounds(1);
+}
+
+void StoreSync::collect_changes(TimeUs now) {
+  Ledger& ledger = limiter_.ledger();
+  const auto& changed = ledger.changed();
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    const Ledger::KeyState& state = ledger.changed_state(i);
+    if (state.own >= 0 && state.entries[static_cast<std::size_t>(state.own)].sends_left > 0) {
+      dirty_.insert(changed[i]);
+      held_[changed[i]] = now;
+    }
+    ledger.sent_changed(i);
+  }
+  ledger.compact_changed();
+}
+
+void StoreSync::add_reads(StoreBatch& batch, std::size_t budget, TimeUs now) {
+  if (budget == 0) return;
+  std::unordered_set<std::string_view> written;
+  for (const StoreWrite& w : batch.writes) written.insert(w.key);
+  // One pass over the ring at most per batch.
+  for (std::size_t visited = 0; batch.reads.size() < budget && visited <= held_.size(); ++visited) {
+    if (read_cursor_ >= read_ring_.size()) {
+      // A new lap: the keys held now, less those out of retention.
+      for (auto it = held_.begin(); it != held_.end();) {
+        const bool known = limiter_.ledger().find(it->first) != nullptr;
+        if (!known || !limiter_.within_retention(it->first, now - it->second)) {
+          it = held_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      read_ring_.clear();
+      read_ring_.reserve(held_.size());
+      for (const auto& [key, at] : held_) read_ring_.push_back(key);
+      std::sort(read_ring_.begin(), read_ring_.end());  // deterministic order
+      read_cursor_ = 0;
+      if (read_ring_.empty()) return;
+    }
+    const std::string& key = read_ring_[read_cursor_++];
+    if (written.count(key) != 0 || held_.count(key) == 0) continue;
+    batch.reads.push_back(key);
+  }
+}
+
+std::optional<StoreBatch> StoreSync::tick(TimeUs now) {
+  collect_changes(now);
+  update_share_view(now);
+  if (in_flight_id_ != 0) {
+    if (now - in_flight_since_us_ < options_.batch_timeout_us) return std::nullopt;
+    // Given up: its writes are written again.
+    ++stats_.batches_timed_out;
+    for (std::string& key : in_flight_writes_) dirty_.insert(std::move(key));
+    in_flight_writes_.clear();
+    in_flight_id_ = 0;
+    set_health(false, "no answer from the store within the batch timeout");
+  }
+  if (now < next_sync_us_) return std::nullopt;
+  next_sync_us_ = now + options_.sync_interval_us;
+
+  StoreBatch batch;
+  batch.id = next_id_++;
+  const Ledger& ledger = limiter_.ledger();
+  // Writes: the dirty keys, in a deterministic order.
+  std::vector<std::string> keys;
+  keys.reserve(dirty_.size());
+  for (const std::string& key : dirty_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  for (std::string& key : keys) {
+    if (batch.writes.size() >= options_.max_writes_per_batch) {
+      ++stats_.batches_full;
+      break;
+    }
+    dirty_.erase(key);
+    const Ledger::KeyState* state = ledger.find(key);
+    if (state == nullptr || state->own < 0) continue;  // forgotten since
+    const Ledger::Entry& own = state->entries[static_cast<std::size_t>(state->own)];
+    StoreWrite write;
+    write.ttl_ms = store_ttl_ms(limiter_, key);
+    write.entries.push_back({ledger.self_id(), own.incarnation, own.consumed});
+    write.key = std::move(key);
+    batch.writes.push_back(std::move(write));
+  }
+  add_reads(batch, options_.max_reads_per_batch, now);
+  if (batch.writes.empty() && batch.reads.empty()) return std::nullopt;
+  in_flight_id_ = batch.id;
+  in_flight_since_us_ = now;
+  in_flight_writes_.clear();
+  for (const StoreWrite& w : batch.writes) in_flight_writes_.push_back(w.key);
+  ++stats_.batches;
+  stats_.keys_written += batch.writes.size();
+  stats_.keys_read += batch.reads.size();
+  return batch;
+}
+
+void StoreSync::on_result(const StoreResult& result, TimeUs now) {
+  stats_.commands += result.commands;
+  stats_.round_trips += result.round_trips;
+  stats_.bytes_out += result.bytes_out;
+  stats_.bytes_in += result.bytes_in;
+  const std::string& self = limiter_.ledger().self_id();
+  for (const StoreKey& key : result.keys) {
+    for (const StoreEntry& entry : key.entries) {
+      ++stats_.entries_received;
+      // Our own counter echoed: the ledger never raises our current entry.
+      const std::uint64_t increase =
+          limiter_.merge_remote(key.key, entry.origin, entry.incarnation, entry.consumed, now);
+      if (increase == 0) continue;
+      ++stats_.entries_applied;
+      stats_.tokens_charged_remote += increase;
+      if (entry.origin != self) origin_seen_us_[entry.origin] = now;
+    }
+  }
+  if (result.id != in_flight_id_) return;  // given up before: merged, nothing more
+  in_flight_id_ = 0;
+  in_flight_writes_.clear();
+  for (const std::string& key : result.failed_writes) dirty_.insert(key);
+  stats_.writes_failed += result.failed_writes.size();
+  if (!result.ok) ++stats_.batches_failed;
+  set_health(result.ok, result.error);
+}
+
+void StoreSync::update_share_view(TimeUs now) {
+  for (auto it = origin_seen_us_.begin(); it != origin_seen_us_.end();) {
+    it = now - it->second > kOriginWindowUs ? origin_seen_us_.erase(it) : std::next(it);
+  }
+  limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(origin_seen_us_.size() + 1),
+                           .horizon_us = 2 * options_.sync_interval_us});
+}
+
+void StoreSync::set_health(bool healthy, const std::string& error) {
+  if (!healthy) last_error_ = error;
+  if (healthy == healthy_) return;
+  healthy_ = healthy;
+  health_changed_ = true;
+  if (!healthy) ++stats_.store_down;
+}
+
+}  // namespace rlimit::core

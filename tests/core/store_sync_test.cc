@@ -1,0 +1,249 @@
+// StoreSync (Redis mode's core) against MemoryStore on virtual time: nodes
+// share consumption through the store only; failures, retries, duplicates,
+// bounds and restarts lose nothing and charge nothing twice.
+#include "core/store_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/memory_store.h"
+#include "core/time.h"
+
+namespace rlimit::core {
+namespace {
+
+// 100 per user per hour: nothing refills during a test.
+RuleSet hourly_rule() {
+  Rule rule;
+  rule.name = "per-user";
+  ValueMatcher each;
+  each.each = true;
+  rule.match.push_back({"user", each});
+  rule.params = {100, 3600 * kUsPerSecond, 100};
+  RuleSet rules;
+  rules.rules.push_back(rule);
+  return rules;
+}
+
+struct Node {
+  std::unique_ptr<Limiter> limiter;
+  std::unique_ptr<StoreSync> sync;
+
+  Node(const std::string& id, std::uint64_t incarnation, StoreSyncOptions options = {},
+       TimeUs now = 0)
+      : limiter(std::make_unique<Limiter>(LimiterOptions{.replicated = true, .fair_share = false},
+                                          hourly_rule())) {
+    limiter->enable_replication(id, incarnation, now);
+    sync = std::make_unique<StoreSync>(options, *limiter);
+  }
+  // Admitted units of `count` checks of cost 1.
+  int consume(const std::string& user, int count, TimeUs now) {
+    int admitted = 0;
+    for (int i = 0; i < count; ++i) {
+      const Descriptor d[] = {{"user", user}};
+      CheckOutput out;
+      limiter->check({d, 1, nullptr}, now, out);
+      admitted += out.allowed ? 1 : 0;
+    }
+    return admitted;
+  }
+  std::int64_t remaining(const std::string& user, TimeUs now) {
+    const Descriptor d[] = {{"user", user}};
+    CheckOutput out;
+    limiter->check({d, 0, nullptr}, now, out);
+    return out.rules.empty() ? -1 : out.rules[0].remaining;
+  }
+  // One sync against `store`, answered at once; false if none was due.
+  bool sync_with(MemoryStore& store, TimeUs now) {
+    std::optional<StoreBatch> batch = sync->tick(now);
+    if (!batch) return false;
+    sync->on_result(store.apply(*batch, now), now);
+    return true;
+  }
+};
+
+constexpr TimeUs kInterval = 100'000;
+
+TEST(StoreSyncTest, ConsumptionReachesANodeThroughTheStore) {
+  MemoryStore store;
+  Node a("a", 1), b("b", 1);
+  EXPECT_EQ(a.consume("u1", 30, 0), 30);
+  ASSERT_TRUE(a.sync_with(store, 1));
+  EXPECT_EQ(a.sync->stats().keys_written, 1u);
+  EXPECT_EQ(store.live_keys(1), 1u);
+  // b learns of the key when it first spends on it: its write is answered
+  // with every origin's counters.
+  EXPECT_EQ(b.consume("u1", 1, 2), 1);
+  ASSERT_TRUE(b.sync_with(store, 3));
+  EXPECT_EQ(b.remaining("u1", 4), 100 - 31);
+  EXPECT_EQ(b.sync->stats().tokens_charged_remote, 30u);
+  // a reads the key in rotation (it spends nothing new) and learns b's 1.
+  ASSERT_TRUE(a.sync_with(store, 1 + kInterval));
+  EXPECT_EQ(a.remaining("u1", 2 + kInterval), 100 - 31);
+}
+
+TEST(StoreSyncTest, ADuplicatedOrReplayedResultChargesNothingTwice) {
+  MemoryStore store;
+  Node a("a", 1), b("b", 1);
+  a.consume("u1", 40, 0);
+  a.sync_with(store, 1);
+  b.consume("u1", 1, 2);
+  std::optional<StoreBatch> batch = b.sync->tick(3);
+  ASSERT_TRUE(batch);
+  const StoreResult result = store.apply(*batch, 3);
+  b.sync->on_result(result, 3);
+  b.sync->on_result(result, 4);  // a duplicate
+  StoreBatch again = *batch;
+  b.sync->on_result(store.apply(again, 5), 5);  // the same batch retried
+  EXPECT_EQ(b.remaining("u1", 6), 100 - 41);
+  EXPECT_EQ(b.sync->stats().tokens_charged_remote, 40u);
+}
+
+TEST(StoreSyncTest, AFailedWriteIsWrittenAgainWithTheLatestValueAndTheNodeDecidesAlone) {
+  MemoryStore store;
+  Node a("a", 1);
+  a.consume("u1", 10, 0);
+  std::optional<StoreBatch> batch = a.sync->tick(1);
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->writes.size(), 1u);
+  StoreResult failed;
+  failed.id = batch->id;
+  failed.ok = false;
+  failed.error = "connection refused";
+  failed.failed_writes = {batch->writes[0].key};
+  a.sync->on_result(failed, 2);
+  EXPECT_FALSE(a.sync->store_healthy());
+  EXPECT_TRUE(a.sync->take_health_change());
+  EXPECT_FALSE(a.sync->take_health_change()) << "said once per change";
+  EXPECT_EQ(a.sync->stats().store_down, 1u);
+  // The next batch writes the key again though nothing changed since.
+  std::optional<StoreBatch> again = a.sync->tick(1 + kInterval);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->writes.size(), 1u);
+  failed.id = again->id;
+  a.sync->on_result(failed, 2 + kInterval);
+  EXPECT_EQ(a.sync->stats().writes_failed, 2u);
+  // Deciding goes on from local state while the store is down.
+  EXPECT_EQ(a.consume("u1", 5, 3 + kInterval), 5);
+  EXPECT_EQ(a.remaining("u1", 3 + kInterval), 85);
+  // The store is back: one write of the value of that time.
+  ASSERT_TRUE(a.sync_with(store, 1 + 2 * kInterval));
+  EXPECT_TRUE(a.sync->store_healthy());
+  EXPECT_TRUE(a.sync->take_health_change());
+  StoreBatch probe;
+  probe.id = 99;
+  probe.reads = {batch->writes[0].key};
+  const StoreResult read = store.apply(probe, 2 + 2 * kInterval);
+  ASSERT_EQ(read.keys.size(), 1u);
+  ASSERT_EQ(read.keys[0].entries.size(), 1u);
+  EXPECT_EQ(read.keys[0].entries[0].consumed, 15u);
+  EXPECT_EQ(a.remaining("u1", 3 + 2 * kInterval), 85) << "its own echo charged nothing";
+}
+
+TEST(StoreSyncTest, ABatchWithoutAnAnswerIsGivenUpAndALateAnswerStillMerges) {
+  MemoryStore store;
+  StoreSyncOptions options;
+  options.batch_timeout_us = 1'000'000;
+  Node a("a", 1, options), b("b", 1, options);
+  b.consume("u1", 20, 0);
+  b.sync_with(store, 1);
+  a.consume("u1", 1, 0);
+  std::optional<StoreBatch> lost = a.sync->tick(1);
+  ASSERT_TRUE(lost);
+  // No batch while one is in flight, however long the interval past.
+  EXPECT_FALSE(a.sync->tick(1 + 5 * kInterval));
+  std::optional<StoreBatch> retry = a.sync->tick(2 + options.batch_timeout_us);
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(a.sync->stats().batches_timed_out, 1u);
+  EXPECT_FALSE(a.sync->store_healthy());
+  ASSERT_EQ(retry->writes.size(), 1u) << "the given-up write is written again";
+  // The first batch's answer arrives late: merged, bookkeeping unchanged.
+  a.sync->on_result(store.apply(*lost, 3 + options.batch_timeout_us), 3 + options.batch_timeout_us);
+  EXPECT_TRUE(a.sync->in_flight());
+  EXPECT_EQ(a.remaining("u1", 4 + options.batch_timeout_us), 100 - 21);
+  a.sync->on_result(store.apply(*retry, 5 + options.batch_timeout_us),
+                    5 + options.batch_timeout_us);
+  EXPECT_FALSE(a.sync->in_flight());
+  EXPECT_EQ(a.remaining("u1", 6 + options.batch_timeout_us), 100 - 21);
+}
+
+TEST(StoreSyncTest, WritesAndReadsPerBatchAreBoundedAndTheRestWaits) {
+  MemoryStore store;
+  StoreSyncOptions options;
+  options.max_writes_per_batch = 3;
+  options.max_reads_per_batch = 2;
+  Node a("a", 1, options);
+  for (int u = 0; u < 7; ++u) a.consume("u" + std::to_string(u), 1, 0);
+  std::size_t written = 0;
+  TimeUs now = 1;
+  for (int round = 0; round < 3; ++round, now += kInterval) {
+    std::optional<StoreBatch> batch = a.sync->tick(now);
+    ASSERT_TRUE(batch);
+    EXPECT_LE(batch->writes.size(), 3u);
+    EXPECT_LE(batch->reads.size(), 2u);
+    written += batch->writes.size();
+    a.sync->on_result(store.apply(*batch, now), now);
+  }
+  EXPECT_EQ(written, 7u);
+  EXPECT_EQ(a.sync->stats().batches_full, 2u);
+  EXPECT_EQ(a.sync->dirty_keys(), 0u);
+  EXPECT_EQ(a.sync->held_keys(), 7u);
+  // Nothing new: the next batches only read, two keys each, in rotation.
+  std::optional<StoreBatch> batch = a.sync->tick(now);
+  ASSERT_TRUE(batch);
+  EXPECT_TRUE(batch->writes.empty());
+  EXPECT_EQ(batch->reads.size(), 2u);
+  EXPECT_FALSE(a.sync->tick(now + 1)) << "one batch per interval";
+}
+
+TEST(StoreSyncTest, ARestartedNodeChargesItsOldCountersAsHistoryOnce) {
+  MemoryStore store;
+  Node a("a", 1);
+  EXPECT_EQ(a.consume("u1", 60, 0), 60);
+  a.sync_with(store, 1);
+  // The node restarts (a larger incarnation, an empty ledger) and spends on
+  // the key again: its write brings back its old counter, which is history:
+  // at most one burst of it is charged (here all 60 of 100).
+  Node restarted("a", 2, {}, 10 * kUsPerSecond);
+  EXPECT_EQ(restarted.consume("u1", 1, 10 * kUsPerSecond), 1);
+  restarted.sync_with(store, 10 * kUsPerSecond + 1);
+  EXPECT_EQ(restarted.remaining("u1", 10 * kUsPerSecond + 2), 100 - 61);
+  restarted.sync_with(store, 10 * kUsPerSecond + 1 + kInterval);
+  EXPECT_EQ(restarted.remaining("u1", 10 * kUsPerSecond + 2 + kInterval), 100 - 61);
+}
+
+TEST(StoreSyncTest, TheShareViewCountsOriginsThatChangedLately) {
+  MemoryStore store;
+  Node a("a", 1), b("b", 1), c("c", 1);
+  b.consume("u1", 1, 0);
+  b.sync_with(store, 1);
+  c.consume("u1", 1, 0);
+  c.sync_with(store, 1);
+  a.consume("u1", 1, 0);
+  a.sync_with(store, 2);
+  EXPECT_EQ(a.sync->recent_origins(), 2u);
+  // Ten seconds without a change from them: forgotten.
+  a.sync->tick(2 + StoreSync::kOriginWindowUs + kInterval);
+  EXPECT_EQ(a.sync->recent_origins(), 0u);
+}
+
+TEST(StoreSyncTest, TheStoreKeepsAKeyForTwiceItsRetention) {
+  MemoryStore store;
+  Node a("a", 1);
+  a.consume("u1", 1, 0);
+  std::optional<StoreBatch> batch = a.sync->tick(1);
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->writes.size(), 1u);
+  const std::int64_t retention_ms = a.limiter->counter_retention_us(batch->writes[0].key) / 1000;
+  EXPECT_EQ(batch->writes[0].ttl_ms, 2 * retention_ms);
+  store.apply(*batch, 1);
+  EXPECT_EQ(store.live_keys(1 + (2 * retention_ms - 1) * 1000), 1u);
+  EXPECT_EQ(store.live_keys(1 + 2 * retention_ms * 1000), 0u);
+}
+
+}  // namespace
+}  // namespace rlimit::core
