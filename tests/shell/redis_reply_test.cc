@@ -1,0 +1,65 @@
+// Hash replies decoded from RESP as a server sends them (bad fields skipped
+// and counted) and a reply's size on the wire.
+#include "shell/redis_reply.h"
+
+#include <gtest/gtest.h>
+
+#include "redis_resp.h"
+
+namespace rlimit::shell {
+namespace {
+
+using testing::parse_resp;
+
+std::string bulk(const std::string& s) {
+  return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+}
+
+TEST(RedisReply, DecodesAHashReply) {
+  const std::string resp = "*6\r\n" + bulk(encode_field("a", 3)) + bulk("7") + bulk("bad") +
+                           bulk("1") + bulk(encode_field("b", 1)) + bulk("18446744073709551615");
+  const auto reply = parse_resp(resp);
+  ASSERT_TRUE(reply);
+  const auto decoded = decode_hash_reply(reply.get());
+  ASSERT_TRUE(decoded);
+  ASSERT_EQ(decoded->entries.size(), 2u);
+  EXPECT_EQ(decoded->entries[0], (core::StoreEntry{"a", 3, 7}));
+  EXPECT_EQ(decoded->entries[1].consumed, 18446744073709551615ULL);
+  EXPECT_EQ(decoded->skipped, 1u);
+  EXPECT_EQ(resp_encoded_size(reply.get()), resp.size());
+}
+
+TEST(RedisReply, EmptyArrayIsAnEmptyHash) {
+  const auto reply = parse_resp("*0\r\n");
+  const auto decoded = decode_hash_reply(reply.get());
+  ASSERT_TRUE(decoded);
+  EXPECT_TRUE(decoded->entries.empty());
+  EXPECT_EQ(decoded->skipped, 0u);
+}
+
+TEST(RedisReply, ElementsThatAreNotStringsAreSkipped) {
+  const std::string resp =
+      "*5\r\n:1\r\n" + bulk("2") + bulk(encode_field("a", 1)) + "*1\r\n:1\r\n" + bulk("lone");
+  const auto reply = parse_resp(resp);
+  ASSERT_TRUE(reply);
+  const auto decoded = decode_hash_reply(reply.get());
+  ASSERT_TRUE(decoded);
+  EXPECT_TRUE(decoded->entries.empty());
+  EXPECT_EQ(decoded->skipped, 3u);
+  EXPECT_EQ(resp_encoded_size(reply.get()), resp.size());
+}
+
+TEST(RedisReply, NotAnArrayIsRefused) {
+  for (const char* resp : {"+OK\r\n", "-ERR x\r\n", ":5\r\n", "$-1\r\n", "$3\r\nabc\r\n"}) {
+    const auto reply = parse_resp(resp);
+    ASSERT_TRUE(reply) << resp;
+    EXPECT_FALSE(decode_hash_reply(reply.get())) << resp;
+    EXPECT_EQ(resp_encoded_size(reply.get()), std::string(resp).size()) << resp;
+  }
+  EXPECT_FALSE(decode_hash_reply(nullptr));
+  EXPECT_EQ(resp_encoded_size(nullptr), 0u);
+  EXPECT_EQ(resp_encoded_size(parse_resp(":-12\r\n").get()), 6u);
+}
+
+}  // namespace
+}  // namespace rlimit::shell
