@@ -76,6 +76,43 @@ double bytes_per_node_s(const Results& r) {
   return static_cast<double>(total) / std::max<double>(1, r.nodes) / seconds(r.duration_us);
 }
 
+namespace {
+
+// Redis mode: what the nodes cost the store (core/store_sync.h).
+void print_store(std::ostream& out, const Results& r) {
+  const CoreTotals& c = r.core;
+  const double node_s = static_cast<double>(r.nodes) * static_cast<double>(r.duration_us) / 1e6;
+  const auto per_node_s = [&](std::uint64_t v) {
+    return fixed(static_cast<double>(v) / std::max(1e-9, node_s), 1);
+  };
+  out << "\nStore (Redis mode; per node per simulated second, RESP bytes)\n";
+  row(out, "round trips", fixed(packets_per_node_s(r), 1), "(one pipeline per batch)");
+  row(out, "commands", per_node_s(c.store_commands),
+      "(EVALSHA per key written, HGETALL per key read)");
+  row(out, "keys written / read",
+      per_node_s(c.store_keys_written) + " / " + per_node_s(c.store_keys_read));
+  row(out, "bytes out", fixed(bytes_per_node_s(r), 0));
+  std::uint64_t bytes_in = 0;
+  for (const NodeResult& node : r.per_node) bytes_in += node.bytes_in;
+  row(out, "bytes in", per_node_s(bytes_in));
+  row(out, "batches / failed / timed out",
+      std::to_string(c.store_batches) + " / " + std::to_string(c.store_batches_failed) + " / " +
+          std::to_string(c.store_batches_timed_out));
+  row(out, "batches leaving writes for later", std::to_string(c.store_batches_full));
+  row(out, "store down (changes of state)", std::to_string(c.store_down));
+  if (c.share_refused + c.share_probes > 0) {
+    row(out, "fair shares: refused / probes",
+        std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
+        "(checks the algorithm allowed, beyond this node's share; new keys probed)");
+  }
+  if (c.history_forgiven > 0) {
+    row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
+        "from before a node started, beyond a key's burst");
+  }
+}
+
+}  // namespace
+
 // Simulated over wall time: one decimal, or three below 1 (a large cluster
 // runs at a few hundredths of real time, which one decimal shows as 0.0).
 std::string ratio_text(double ratio) { return fixed(ratio, ratio < 1 ? 3 : 1); }
@@ -149,6 +186,7 @@ void print_table(const Results& r, std::ostream& out) {
     }
   }
 
+  if (r.store_mode) return print_store(out, r);
   out << "\nNetwork (per node per simulated second, payload + envelope)\n";
   row(out, "packets out", fixed(packets_per_node_s(r), 1));
   row(out, "bytes out", fixed(bytes_per_node_s(r), 0));

@@ -55,6 +55,15 @@ struct CoreTotals {
   std::uint64_t suspicions = 0;
   std::uint64_t deaths = 0;
   std::uint64_t refutations = 0;
+  // Redis mode (core::StoreSyncStats summed over nodes).
+  std::uint64_t store_batches = 0;
+  std::uint64_t store_batches_failed = 0;
+  std::uint64_t store_batches_timed_out = 0;
+  std::uint64_t store_batches_full = 0;
+  std::uint64_t store_keys_written = 0;
+  std::uint64_t store_keys_read = 0;
+  std::uint64_t store_commands = 0;
+  std::uint64_t store_down = 0;
 };
 
 struct Series {
@@ -71,6 +80,7 @@ struct Results {
   std::string description;
   std::uint64_t seed = 0;
   std::uint64_t digest = 0;
+  bool store_mode = false;  // Redis mode: nodes share through a store, not peers
   std::uint32_t nodes = 0;
   TimeUs duration_us = 0;
   TimeUs traffic_start_us = 0;  // first and last instants any stream runs

@@ -226,6 +226,7 @@ void read_cluster(Reader& r, ClusterParams& c) {
   r.duration("tick", c.tick_us, 0);
   r.duration("sweep_interval", c.sweep_interval_us, 1000);
   r.boolean("fair_share", c.fair_share);
+  r.choice<SyncMode>("mode", {{"gossip", SyncMode::kGossip}, {"redis", SyncMode::kRedis}}, c.mode);
   r.integer("sweep_batch", c.sweep_batch, 1, 100'000'000);
   o.max_payload_bytes = c.mtu_bytes - kEnvelopeBytes;
 }
@@ -238,6 +239,17 @@ void read_network(Reader& r, NetworkParams& n) {
   r.number("reorder", n.reorder, 0, 1);
   r.duration("reorder_delay", n.reorder_delay_us, 0);
   r.integer("mtu", n.mtu_bytes, 64, 1'000'000);
+}
+
+void read_redis(Reader& r, RedisParams& p) {
+  r.duration("sync_interval", p.options.sync_interval_us, 1000);
+  r.integer("max_writes_per_batch", p.options.max_writes_per_batch, 1, 10'000'000);
+  r.integer("max_reads_per_batch", p.options.max_reads_per_batch, 0, 10'000'000);
+  r.duration("batch_timeout", p.options.batch_timeout_us, 1000);
+  r.duration("latency", p.latency_us, 0);
+  r.duration("jitter", p.jitter_us, 0);
+  r.number("loss", p.loss, 0, 1);
+  r.duration("timeout", p.timeout_us, 1000);
 }
 
 void read_clock(Reader& r, ClockParams& c) {
@@ -551,6 +563,14 @@ ScenarioLoad load_scenario(std::string_view text, std::string_view file_name,
                          s.down_arrivals);
   sub_table(r, "cluster", [&](Reader& t) { read_cluster(t, s.cluster); });
   sub_table(r, "network", [&](Reader& t) { read_network(t, s.network); });
+  sub_table(r, "redis", [&](Reader& t) { read_redis(t, s.redis); });
+  each_table(r, "redis_outage", [&](Reader& t) {
+    StoreOutage o;
+    t.duration("start", o.start_us, 0);
+    t.duration("end", o.end_us, 0);
+    if (o.end_us <= o.start_us) t.error("end", "must be after start", nullptr);
+    s.redis.outages.push_back(o);
+  });
   sub_table(r, "clock", [&](Reader& t) { read_clock(t, s.clock); });
   sub_table(r, "report", [&](Reader& t) { read_report(t, s.report); });
   each_table(r, "partition", [&](Reader& t) {

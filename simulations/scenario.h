@@ -13,12 +13,17 @@
 
 #include "core/cluster_node.h"
 #include "core/rule.h"
+#include "core/store_sync.h"
 #include "core/time.h"
 #include "core/token_bucket.h"
 
 namespace rlimit::sim {
 
 using core::TimeUs;
+
+// How the nodes share consumption: peer to peer (gossip or, with fanout 0,
+// the mesh), or through a shared store (Redis mode, core/store_sync.h).
+enum class SyncMode { kGossip, kRedis };
 
 struct ClusterParams {
   std::uint32_t nodes = 5;
@@ -30,10 +35,30 @@ struct ClusterParams {
   TimeUs sweep_interval_us = 100'000;
   std::uint32_t sweep_batch = 10'000;
   bool fair_share = true;  // LimiterOptions::fair_share, for before/after runs
+  SyncMode mode = SyncMode::kGossip;
 };
 
 // The peer envelope rlimitd wraps around every payload: "RLP1", key id, HMAC-SHA256.
 inline constexpr std::uint32_t kEnvelopeBytes = 4 + 1 + 32;
+
+// A window in which the store refuses connections: every batch fails fast.
+struct StoreOutage {
+  TimeUs start_us = 0;
+  TimeUs end_us = 0;
+};
+
+// The store of Redis mode, modelled: one round trip per batch (latency plus
+// up to jitter), batches lost with probability `loss` (the node hears
+// nothing: its command timeout answers after timeout_us, and the write may
+// or may not have landed), and outages.
+struct RedisParams {
+  core::StoreSyncOptions options;  // sync_interval, max_writes/reads_per_batch, batch_timeout
+  TimeUs latency_us = 500;
+  TimeUs jitter_us = 0;
+  double loss = 0;
+  TimeUs timeout_us = 1'000'000;  // the shell's command timeout
+  std::vector<StoreOutage> outages;
+};
 
 struct NetworkParams {
   double loss = 0;        // probability a datagram is lost
@@ -158,6 +183,7 @@ struct Scenario {
   TimeUs duration_us = 30'000'000;
   ClusterParams cluster;
   NetworkParams network;
+  RedisParams redis;  // mode = "redis" only
   std::vector<Partition> partitions;
   std::vector<Crash> crashes;
   std::vector<KeyReset> resets;

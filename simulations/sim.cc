@@ -1,7 +1,5 @@
 #include "sim.h"
 
-#include <cstring>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,12 +7,15 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/cluster_node.h"
 #include "core/limiter.h"
+#include "core/memory_store.h"
+#include "core/store_sync.h"
 #include "digest.h"
 #include "ideal.h"
 #include "network.h"
@@ -34,6 +35,7 @@ enum class Kind : std::uint8_t {
   kProbe,
   kRelease,
   kReset,
+  kStoreReply,
 };
 
 struct Event {
@@ -43,7 +45,7 @@ struct Event {
   std::uint32_t node = 0;
   std::uint32_t aux = 0;   // tick, release: generation; arrival: stream; crash/heal/reset: index
   std::uint32_t from = 0;  // deliver: sender
-  std::string payload;  // deliver: the datagram; release: the lease (key + 8-byte id)
+  std::string payload;     // deliver: the datagram; release: the lease (key + 8-byte id)
 };
 
 // A release event's node for a lease the ideal handed out.
@@ -64,7 +66,8 @@ struct Tracker {
 
 struct Node {
   std::unique_ptr<core::Limiter> limiter;
-  std::unique_ptr<core::ClusterNode> cluster;
+  std::unique_ptr<core::ClusterNode> cluster;  // gossip and mesh
+  std::unique_ptr<core::StoreSync> store;      // Redis mode
   bool up = false;
   std::uint32_t generation = 0;  // stale ticks of a crashed incarnation are dropped
   TimeUs offset_us = 0;
@@ -82,7 +85,8 @@ class Simulation {
         r_(results),
         network_(scenario.network, scenario.partitions, scenario.cluster.nodes,
                  derive_seed(seed, 1)),
-        ideal_(scenario.rules) {}
+        ideal_(scenario.rules),
+        store_rng_(derive_seed(seed, 5)) {}
 
   bool run(std::string& error) {
     const auto wall_start = std::chrono::steady_clock::now();
@@ -132,9 +136,12 @@ class Simulation {
     r_.partitions = s_.partitions;
     r_.crashes = s_.crashes;
     r_.per_node.assign(n, {});
-    tick_us_ = s_.cluster.tick_us > 0
-                   ? s_.cluster.tick_us
-                   : std::clamp<TimeUs>(s_.cluster.options.gossip_interval_us, 1000, 5000);
+    redis_ = s_.cluster.mode == SyncMode::kRedis;
+    r_.store_mode = redis_;
+    const TimeUs interval_us =
+        redis_ ? s_.redis.options.sync_interval_us : s_.cluster.options.gossip_interval_us;
+    tick_us_ =
+        s_.cluster.tick_us > 0 ? s_.cluster.tick_us : std::clamp<TimeUs>(interval_us, 1000, 5000);
 
     const std::size_t samples = static_cast<std::size_t>(s_.duration_us / s_.report.sample_us) + 1;
     Series& series = r_.series;
@@ -203,6 +210,16 @@ class Simulation {
     limiter_options.replicated = true;
     limiter_options.fair_share = s_.cluster.fair_share;
     node.limiter = std::make_unique<core::Limiter>(limiter_options, s_.rules);
+    if (redis_) {
+      // As rlimitd in Redis mode: the same ids and incarnations, no peers.
+      node.limiter->enable_replication("n" + std::to_string(i),
+                                       static_cast<std::uint64_t>(local(i, t)), local(i, t));
+      node.store = std::make_unique<core::StoreSync>(s_.redis.options, *node.limiter);
+      node.up = true;
+      ++node.generation;
+      node.next_sweep_us = local(i, t) + s_.cluster.sweep_interval_us;
+      return;
+    }
     core::ClusterOptions options = s_.cluster.options;
     options.cluster_name = "sim";
     options.membership.node_id = "n" + std::to_string(i);
@@ -223,6 +240,8 @@ class Simulation {
   void harvest(std::uint32_t i) {
     Node& node = nodes_[i];
     NodeResult& result = r_.per_node[i];
+    harvest_limiter(node);
+    if (node.store) return harvest_store(i);
     const core::ClusterStats& c = node.cluster->stats();
     result.packets_out += c.packets_out;
     result.bytes_out += c.bytes_out + c.packets_out * kEnvelopeBytes;
@@ -234,6 +253,14 @@ class Simulation {
     t.anti_entropy_pushes += c.anti_entropy_pushes;
     t.piggyback_trimmed += c.piggyback_trimmed;
     t.malformed_payloads += c.malformed_payloads;
+    const core::MembershipStats& m = node.cluster->membership().stats();
+    t.suspicions += m.suspicions;
+    t.deaths += m.deaths;
+    t.refutations += m.refutations;
+  }
+
+  void harvest_limiter(Node& node) {
+    CoreTotals& t = r_.core;
     const core::LimiterStats& l = node.limiter->stats();
     t.remote_tokens_charged += l.remote_tokens_charged;
     t.history_forgiven += node.limiter->ledger().history_forgiven();
@@ -243,13 +270,88 @@ class Simulation {
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;
     t.invalid_checks += l.invalid;
-    const core::MembershipStats& m = node.cluster->membership().stats();
-    t.suspicions += m.suspicions;
-    t.deaths += m.deaths;
-    t.refutations += m.refutations;
+  }
+
+  // Redis mode: one round trip per batch stands for the node's packets; the
+  // bytes are the RESP bytes of its commands and of the replies.
+  void harvest_store(std::uint32_t i) {
+    const core::StoreSyncStats& st = nodes_[i].store->stats();
+    NodeResult& result = r_.per_node[i];
+    result.packets_out += st.round_trips;
+    result.bytes_out += st.bytes_out;
+    result.packets_in += st.round_trips;
+    result.bytes_in += st.bytes_in;
+    CoreTotals& t = r_.core;
+    t.store_batches += st.batches;
+    t.store_batches_failed += st.batches_failed;
+    t.store_batches_timed_out += st.batches_timed_out;
+    t.store_batches_full += st.batches_full;
+    t.store_keys_written += st.keys_written;
+    t.store_keys_read += st.keys_read;
+    t.store_commands += st.commands;
+    t.store_down += st.store_down;
+  }
+
+  bool store_out(TimeUs t) const {
+    for (const StoreOutage& o : s_.redis.outages) {
+      if (t >= o.start_us && t < o.end_us) return true;
+    }
+    return false;
+  }
+
+  // Carries node i's batch to the modelled store; the answer comes back as a
+  // kStoreReply event.
+  void send_batch(std::uint32_t i, core::StoreBatch batch) {
+    std::uint32_t slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(pending_.size());
+      pending_.emplace_back();
+    }
+    PendingBatch& p = pending_[slot];
+    p.batch = std::move(batch);
+    p.fate = BatchFate::kAnswered;
+    TimeUs delay = s_.redis.latency_us;
+    if (s_.redis.jitter_us > 0) {
+      delay += static_cast<TimeUs>(store_rng_.uniform() * static_cast<double>(s_.redis.jitter_us));
+    }
+    if (store_out(now_)) {
+      p.fate = BatchFate::kRefused;  // connection refused: fails after a round trip
+    } else if (s_.redis.loss > 0 && store_rng_.uniform() < s_.redis.loss) {
+      // No answer: the command timeout fires; the write landed or not.
+      p.fate = BatchFate::kTimedOut;
+      if (store_rng_.uniform() < 0.5) store_.apply(p.batch, now_);
+      delay = s_.redis.timeout_us;
+    }
+    push(now_ + delay, Kind::kStoreReply, i, nodes_[i].generation, slot);
+  }
+
+  void store_reply(const Event& e) {
+    PendingBatch& p = pending_[e.from];
+    Node& node = nodes_[e.node];
+    if (node.up && node.generation == e.aux) {
+      core::StoreResult result;
+      if (p.fate == BatchFate::kAnswered) {
+        result = store_.apply(p.batch, now_);
+      } else {
+        result.id = p.batch.id;
+        result.ok = false;
+        result.error = p.fate == BatchFate::kRefused ? "connection refused" : "timed out";
+        for (const core::StoreWrite& w : p.batch.writes) result.failed_writes.push_back(w.key);
+      }
+      digest_.mix(static_cast<std::uint64_t>(now_));
+      digest_.mix(static_cast<std::uint64_t>(e.node));
+      digest_.mix(static_cast<std::uint64_t>(result.keys.size()));
+      node.store->on_result(result, local(e.node, now_));
+    }
+    p.batch = {};
+    free_slots_.push_back(e.from);
   }
 
   void flush(std::uint32_t i, TimeUs t) {
+    if (!nodes_[i].cluster) return;  // Redis mode: no peers
     std::vector<core::OutPacket>& out = nodes_[i].cluster->outbox();
     for (core::OutPacket& packet : out) {
       auto it = address_index_.find(packet.address);
@@ -287,6 +389,8 @@ class Simulation {
         return release(e);
       case Kind::kReset:
         return reset(e.node, s_.resets[e.aux]);
+      case Kind::kStoreReply:
+        return store_reply(e);
     }
   }
 
@@ -326,7 +430,13 @@ class Simulation {
     Node& node = nodes_[i];
     if (!node.up || generation != node.generation) return;
     const TimeUs now = local(i, now_);
-    node.cluster->tick(now);
+    if (node.store) {
+      if (std::optional<core::StoreBatch> batch = node.store->tick(now)) {
+        send_batch(i, std::move(*batch));
+      }
+    } else {
+      node.cluster->tick(now);
+    }
     if (now >= node.next_sweep_us) {
       node.limiter->sweep(now, s_.cluster.sweep_batch);
       node.next_sweep_us = now + s_.cluster.sweep_interval_us;
@@ -416,6 +526,7 @@ class Simulation {
     harvest(i);
     // Memory lost: the Limiter (buckets, counters) and the membership go.
     node.cluster.reset();
+    node.store.reset();
     node.limiter.reset();
     node.up = false;
   }
@@ -548,7 +659,8 @@ class Simulation {
       if (!node.up) continue;
       harvest(i);
       r_.per_node[i].live_peers_end =
-          static_cast<std::int64_t>(node.cluster->membership().live_peers().size());
+          node.cluster ? static_cast<std::int64_t>(node.cluster->membership().live_peers().size())
+                       : static_cast<std::int64_t>(nodes_.size() - 1);
     }
     r_.network = network_.stats();
     r_.digest = digest_.value();
@@ -629,6 +741,17 @@ class Simulation {
   Results& r_;
   Network network_;
   Ideal ideal_;
+  // Redis mode: the modelled store and the batches on their way.
+  enum class BatchFate : std::uint8_t { kAnswered, kRefused, kTimedOut };
+  struct PendingBatch {
+    core::StoreBatch batch;
+    BatchFate fate = BatchFate::kAnswered;
+  };
+  bool redis_ = false;
+  core::MemoryStore store_;
+  Rng store_rng_;
+  std::vector<PendingBatch> pending_;
+  std::vector<std::uint32_t> free_slots_;
   std::unique_ptr<Workload> workload_;
   std::vector<Node> nodes_;
   std::unordered_map<std::string, std::uint32_t> address_index_;

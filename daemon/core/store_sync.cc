@@ -123,7 +123,8 @@ void StoreSync::on_result(const StoreResult& result, TimeUs now) {
   stats_.round_trips += result.round_trips;
   stats_.bytes_out += result.bytes_out;
   stats_.bytes_in += result.bytes_in;
-  const std::string& self = limiter_.ledger().self_id();
+  // A copy: merging interns new origins, which may move the ledger's names.
+  const std::string self = limiter_.ledger().self_id();
   for (const StoreKey& key : result.keys) {
     for (const StoreEntry& entry : key.entries) {
       ++stats_.entries_received;
