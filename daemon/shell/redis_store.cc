@@ -156,6 +156,7 @@ struct RedisStore::Impl {
   bool slots_known = false;           // a CLUSTER SLOTS map was installed
   bool slots_refresh_wanted = false;  // a MOVED or a failure since
   Clock::time_point last_slots_refresh{};
+  std::string slots_error;  // why the last refresh failed, for messages
   std::string script_sha;
 
   void count(std::uint64_t RedisStoreStats::*field, std::uint64_t n = 1) {
@@ -452,8 +453,8 @@ struct RedisStore::Impl {
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (nodes[i].context == nullptr) order.push_back(i);
     }
+    std::string error;
     for (const std::size_t i : order) {
-      std::string error;
       if (!connect(nodes[i], result, &error)) continue;
       append(nodes[i].context, {"CLUSTER", "SLOTS"}, result);
       ++result.round_trips;
@@ -464,11 +465,16 @@ struct RedisStore::Impl {
         continue;
       }
       std::optional<std::vector<RedisSlotRange>> ranges = parse_cluster_slots(reply.get(), &error);
-      if (!ranges || ranges->empty()) continue;  // a node that knows no slots yet: ask another
+      if (!ranges || ranges->empty()) {  // e.g. a node that knows no slots yet: ask another
+        if (ranges) error = "CLUSTER SLOTS reply: no slots";
+        error = nodes[i].name + ": " + error;
+        continue;
+      }
       install_slots(*ranges, nodes[i].address.host);
       count(&RedisStoreStats::slot_refreshes);
       return;
     }
+    slots_error = error;
     count(&RedisStoreStats::slot_refresh_failures);
   }
 
@@ -536,7 +542,7 @@ struct RedisStore::Impl {
         } else {
           fail(op, result,
                "redis cluster: no node known for slot " + std::to_string(op.slot) +
-                   (slots_known ? "" : " (no CLUSTER SLOTS map: no seed answered)"));
+                   (slots_known ? "" : " (no CLUSTER SLOTS map yet; last: " + slots_error + ")"));
         }
       }
       std::vector<std::size_t> next;

@@ -28,8 +28,9 @@
 //
 // Ownership and threads: RedisStore owns its worker thread and its hiredis
 // connections. submit(), stats() and stop() are thread-safe. `done` runs on
-// the worker thread, without locks held; it must not call stop() or destroy
-// the store (the daemon posts the result to its loop). The destructor stops.
+// the worker thread, without locks held; it must not throw, call stop() or
+// destroy the store (the daemon posts the result to its loop). The destructor
+// stops.
 #pragma once
 
 #include <cstddef>

@@ -234,6 +234,17 @@ TEST_F(RedisStoreTest, ReadsOfUnknownKeysAreEmptyAndSucceed) {
   EXPECT_EQ(result.keys[1].key, "neither");
   Inspector redis(port_);
   EXPECT_EQ(redis.integer({"EXISTS", "rlimit:never-written"}), 0);  // a read creates nothing
+
+  // Connected, one read: exactly the bytes on the wire.
+  core::StoreResult again = run(store, batch({}, {"k"}));
+  ASSERT_TRUE(again.ok) << again.error;
+  EXPECT_EQ(again.commands, 1u);
+  EXPECT_EQ(again.round_trips, 1u);
+  EXPECT_EQ(again.bytes_out, std::string("*2\r\n$7\r\nHGETALL\r\n$8\r\nrlimit:k\r\n").size());
+  EXPECT_EQ(again.bytes_in, std::string("*0\r\n").size());
+  const RedisStoreStats stats = store.stats();
+  EXPECT_EQ(stats.round_trips, 3u);  // AUTH-less connect (SCRIPT LOAD), then the two batches
+  EXPECT_EQ(stats.bytes_in, result.bytes_in + again.bytes_in);
 }
 
 TEST_F(RedisStoreTest, TwoOriginsEachSeeBoth) {
@@ -651,14 +662,29 @@ TEST_F(RedisClusterStoreTest, KeysOnEveryMasterOneRoundTripEach) {
   const RedisStoreStats stats = store.stats();
   EXPECT_EQ(stats.moved, 0u);
   EXPECT_EQ(stats.slot_refreshes, 1u);
+
+  // The map is read again every slots_refresh_interval_ms.
+  RedisStoreOptions often = options();
+  often.slots_refresh_interval_ms = 1;
+  RedisStore refreshing(often);
+  ASSERT_TRUE(run(refreshing, batch({}, {"x"})).ok);
+  std::this_thread::sleep_for(5ms);
+  core::StoreResult refreshed = run(refreshing, batch({}, {"x"}));
+  ASSERT_TRUE(refreshed.ok) << refreshed.error;
+  EXPECT_EQ(refreshing.stats().slot_refreshes, 2u);
+  EXPECT_EQ(refreshed.round_trips, 2u);  // CLUSTER SLOTS, then the read
 }
 
 TEST_F(RedisClusterStoreTest, AskDuringAMigrationAndMovedAfterIt) {
   RedisStore store(options());
+  RedisStoreOptions no_redirects = options();
+  no_redirects.max_redirects = 0;
+  RedisStore strict(no_redirects);
   // Keys with one hash tag share a slot.
   const std::string old_key = "{mig}old";
   const std::string new_key = "{mig}new";
   ASSERT_TRUE(run(store, batch({write(old_key, {{"a", 1, 7}})})).ok);
+  ASSERT_TRUE(run(strict, batch({}, {old_key})).ok);  // its map, soon stale
   const int slot = redis_key_slot("rlimit:" + old_key);
   const int source = owner_port(old_key);
   const int target = source == ports_[0] ? ports_[1] : ports_[0];
@@ -694,6 +720,13 @@ TEST_F(RedisClusterStoreTest, AskDuringAMigrationAndMovedAfterIt) {
   EXPECT_EQ(to.text({"HGET", "rlimit:" + old_key, encode_field("a", 1)}), "9");
   ASSERT_NE(find_key(after, new_key), nullptr);
   EXPECT_EQ(find_key(after, new_key)->entries, (std::vector<core::StoreEntry>{{"a", 1, 1}}));
+  // Not following redirects: the key fails, counted.
+  core::StoreResult refused = run(strict, batch({write(old_key, {{"a", 1, 11}})}));
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.failed_writes, (std::vector<std::string>{old_key}));
+  EXPECT_NE(refused.error.find("max_redirects"), std::string::npos) << refused.error;
+  EXPECT_EQ(strict.stats().redirects_exhausted, 1u);
+
   // The map learned the move: the next batch goes straight to the target.
   const std::uint64_t moved_after = store.stats().moved;
   core::StoreResult direct = run(store, batch({write(old_key, {{"a", 1, 10}})}));
@@ -719,6 +752,10 @@ TEST_F(RedisClusterStoreTest, AMasterDownFailsOnlyItsKeys) {
             dead_keys);
   EXPECT_EQ(result.keys.size(), writes.size() - dead_keys.size());
   EXPECT_NE(result.error.find(std::to_string(dead)), std::string::npos) << result.error;
+  // A connection failure asks for the map again at the next batch.
+  EXPECT_EQ(store.stats().slot_refreshes, 1u);
+  run(store, batch(writes));
+  EXPECT_EQ(store.stats().slot_refreshes, 2u);
 }
 
 }  // namespace
