@@ -16,6 +16,7 @@ packages=(
   nginx python3-protobuf python3-grpcio python3-pytest python3-venv
   python3-setuptools python3-wheel prometheus
   dpkg-dev systemd
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: clang and its libFuzzer
 )
 missing=()
 for p in "${packages[@]}"; do

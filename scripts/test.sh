@@ -5,3 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 ctest --test-dir build --output-on-failure -j"${JOBS:-2}" --timeout 300
+# Every fuzz target for 10 s on its corpus (build-fuzz, clang): scripts/fuzz.sh.
+scripts/fuzz.sh 10
