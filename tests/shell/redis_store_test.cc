@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -352,6 +353,46 @@ TEST_F(RedisStoreTest, ARestartBetweenBatchesCostsNoFailure) {
   core::StoreResult result = run(store, batch({write("x", {{"a", 1, 4}})}));
   ASSERT_TRUE(result.ok) << result.error;
   EXPECT_EQ(result.keys[0].entries, (std::vector<core::StoreEntry>{{"a", 1, 4}}));
+}
+
+TEST_F(RedisStoreTest, AHungRedisCostsTheCommandTimeoutThenBacksOff) {
+  start_redis();
+  RedisStoreOptions o = options();
+  o.command_timeout_ms = 300;
+  o.reconnect_backoff_min_ms = 1'000;
+  o.reconnect_backoff_max_ms = 1'000;
+  RedisStore store(o);
+  ASSERT_TRUE(run(store, batch({write("x", {{"a", 1, 1}})})).ok);
+  redis_->signal(SIGSTOP);  // accepts connections (the kernel does), answers nothing
+
+  auto started = std::chrono::steady_clock::now();
+  core::StoreResult hung = run(store, batch({write("x", {{"a", 1, 2}})}));
+  const auto first_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  EXPECT_FALSE(hung.ok);
+  EXPECT_EQ(hung.failed_writes, (std::vector<std::string>{"x"}));
+  EXPECT_NE(hung.error.find("timed out after 300 ms"), std::string::npos) << hung.error;
+  EXPECT_GE(first_ms.count(), 290);
+  EXPECT_LT(first_ms.count(), 1'500);  // one timeout: no retry of a timed-out connection
+
+  // The connection is dropped; the next connect happens after the backoff.
+  const std::uint64_t connects = store.stats().connects;
+  started = std::chrono::steady_clock::now();
+  core::StoreResult hung_again = run(store, batch({write("x", {{"a", 1, 2}})}));
+  EXPECT_FALSE(hung_again.ok);
+  EXPECT_EQ(store.stats().connects,
+            connects + 1);  // connected (backlog), then SCRIPT LOAD timed out
+  EXPECT_NE(hung_again.error.find("timed out"), std::string::npos) << hung_again.error;
+  core::StoreResult deferred = run(store, batch({write("x", {{"a", 1, 2}})}));
+  EXPECT_FALSE(deferred.ok);
+  EXPECT_NE(deferred.error.find("next connect attempt"), std::string::npos) << deferred.error;
+  EXPECT_EQ(store.stats().connects, connects + 1);
+
+  redis_->signal(SIGCONT);
+  std::this_thread::sleep_for(1'100ms);
+  core::StoreResult recovered = run(store, batch({write("x", {{"a", 1, 3}})}));
+  ASSERT_TRUE(recovered.ok) << recovered.error;
+  EXPECT_EQ(recovered.keys[0].entries, (std::vector<core::StoreEntry>{{"a", 1, 3}}));
 }
 
 TEST_F(RedisStoreTest, ScriptFlushedIsSentAgain) {

@@ -81,7 +81,7 @@ RedisProcess::RedisProcess(const std::string& dir, int port, std::vector<std::st
   }
 }
 
-RedisProcess::~RedisProcess() { kill(); }
+RedisProcess::~RedisProcess() { kill(); }  // SIGKILL ends a stopped process too
 
 bool RedisProcess::running() {
   if (pid_ <= 0) return false;
@@ -103,6 +103,10 @@ void RedisProcess::kill() {
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+void RedisProcess::signal(int sig) {
+  if (pid_ > 0) ::kill(pid_, sig);
 }
 
 std::string RedisProcess::log() const {

@@ -33,6 +33,8 @@ class RedisProcess {
   bool wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // SIGKILL and reap (idempotent).
   void kill();
+  // Sends `signal` (e.g. SIGSTOP to make it hang, SIGCONT to resume).
+  void signal(int signal);
   bool running();
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
