@@ -245,5 +245,26 @@ TEST(StoreSyncTest, TheStoreKeepsAKeyForTwiceItsRetention) {
   EXPECT_EQ(store.live_keys(1 + 2 * retention_ms * 1000), 0u);
 }
 
+TEST(StoreSyncTest, AResultWithManyNewOriginsAndOurEchoMergesEveryOther) {
+  // Interning hundreds of new origins moves the ledger's names; the echo of
+  // our own counter among them must still be told apart (a dangling name
+  // here was a use after free, found by a 500-node simulation).
+  Node a("a", 1);
+  a.consume("u1", 1, 0);
+  std::optional<StoreBatch> batch = a.sync->tick(1);
+  ASSERT_TRUE(batch);
+  StoreResult result;
+  result.id = batch->id;
+  StoreKey key{batch->writes[0].key, {}};
+  for (int i = 0; i < 300; ++i) key.entries.push_back({"peer" + std::to_string(i), 1, 0});
+  key.entries.push_back({"a", 1, 1});  // our echo
+  key.entries.push_back({"late", 1, 7});
+  result.keys.push_back(key);
+  a.sync->on_result(result, 2);
+  EXPECT_EQ(a.sync->stats().tokens_charged_remote, 7u);
+  EXPECT_EQ(a.sync->recent_origins(), 1u) << "only the origin whose counter rose";
+  EXPECT_EQ(a.remaining("u1", 3), 100 - 8);
+}
+
 }  // namespace
 }  // namespace rlimit::core
