@@ -1566,11 +1566,17 @@ LoadResult load_config(std::string_view text, std::string_view file_name) {
 std::string canonical_rules_text(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 1);
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
-    out.push_back(text[i]);
+  for (const char c : text) {
+    // Every CR right before a LF goes, a run of them too: dropping only the
+    // last would leave a CRLF ("\r\r\n" -> "\r\n"), and the text would not
+    // be canonical (a second pass would change it, and its digest).
+    if (c == '\n') {
+      while (!out.empty() && out.back() == '\r') out.pop_back();
+    }
+    out.push_back(c);
   }
-  while (!out.empty() && out.back() == '\n') out.pop_back();
+  // The same at the end: "a\r" must not become "a\r\n".
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   if (!out.empty()) out.push_back('\n');
   return out;
 }

@@ -181,7 +181,9 @@ LoadResult load_rules(std::string_view text, std::string_view name,
                       const RulesLoadOptions& options);
 
 // A rules document's canonical text, the one its digest is taken over: CRLF
-// line ends become LF, and it ends in exactly one newline (empty stays empty).
+// line ends become LF (CRs before a LF are dropped, however many), and it
+// ends in exactly one newline, without a CR before it (empty stays empty).
+// Idempotent: the canonical text of a canonical text is itself.
 std::string canonical_rules_text(std::string_view text);
 
 // Reads and parses a file; an unreadable file is one error at line 0.

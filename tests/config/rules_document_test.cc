@@ -24,6 +24,24 @@ TEST(RulesDocumentTest, LoadsRulesAndExemptions) {
   EXPECT_EQ(canonical_rules_text(r.config.rules_text), r.config.rules_text);
 }
 
+// Found by fuzz_config: "\r" became "\r\n" and "a\r\r\nb" became
+// "a\r\nb", texts a second pass changed again, so one document had two
+// "canonical" texts and two digests.
+TEST(RulesDocumentTest, CanonicalTextIsCanonicalForStrayCarriageReturns) {
+  EXPECT_EQ(canonical_rules_text("\r"), "");
+  EXPECT_EQ(canonical_rules_text("a\r"), "a\n");
+  EXPECT_EQ(canonical_rules_text("a\r\r\nb"), "a\nb\n");
+  EXPECT_EQ(canonical_rules_text("a\n\r\n\r"), "a\n");
+  EXPECT_EQ(canonical_rules_text("a\rb\n"), "a\rb\n");  // a CR inside a line stays
+  for (const std::string text : {"\r", "a\r", "a\r\r\nb", "x\r\n\r\r", "\r\r\n\n\r"}) {
+    const std::string once = canonical_rules_text(text);
+    EXPECT_EQ(canonical_rules_text(once), once) << "text of " << text.size() << " bytes";
+  }
+  const LoadResult r = load_rules("\r", "doc.toml", {});
+  ASSERT_TRUE(r.ok()) << r.errors[0].to_string();
+  EXPECT_EQ(r.config.rules_text, "");
+}
+
 TEST(RulesDocumentTest, EveryErrorLocatedAndOtherSectionsRefused) {
   const LoadResult r = load_rules(
       "[daemon]\nlog_level = \"debug\"\n\n[[rule]]\nname = \"a\"\nlimit = -1\nperiod = \"1s\"\n"
