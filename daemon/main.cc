@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
   // configuration error, not a runtime one.
   std::optional<rlimit::shell::Keyring> keyring;
   std::vector<std::string> keyring_warnings;
-  if (cluster.mode != rlimit::config::ClusterMode::kNone) {
+  if (cluster.mode != rlimit::config::ClusterMode::kNone &&
+      cluster.mode != rlimit::config::ClusterMode::kRedis) {
     rlimit::shell::KeyringLoad secrets = rlimit::shell::Keyring::load_file(cluster.secret_file);
     if (!secrets.keyring) {
       std::cerr << "rlimitd: " << secrets.error << "\n";
@@ -190,6 +191,9 @@ int main(int argc, char** argv) {
     if (keyring) {
       std::cout << "; cluster " << rlimit::config::cluster_mode_name(cluster.mode) << " with "
                 << keyring->size() << " secrets";
+    } else if (cluster.mode == rlimit::config::ClusterMode::kRedis) {
+      std::cout << "; cluster redis with " << loaded.config.redis.addresses.size()
+                << (loaded.config.redis.cluster ? " Redis Cluster nodes" : " Redis server");
     }
     std::cout << "\n";
     return 0;

@@ -35,7 +35,10 @@ void apply_cluster_overrides(const SettingOverrides& overrides, config::ClusterS
 
 std::vector<std::string> check_cluster_settings(const config::ClusterSettings& settings) {
   std::vector<std::string> problems;
-  if (settings.mode == config::ClusterMode::kNone) return problems;
+  // Redis mode has no peers: [redis] is checked by the config loader.
+  if (settings.mode == config::ClusterMode::kNone || settings.mode == config::ClusterMode::kRedis) {
+    return problems;
+  }
   const std::string mode(config::cluster_mode_name(settings.mode));
   if (settings.secret_file.empty()) {
     problems.push_back("cluster mode " + mode +
