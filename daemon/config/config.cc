@@ -98,8 +98,17 @@ constexpr std::size_t kMaxHostLabelBytes = 63;
 // The limiter tags a bucket with its override's index in one byte (0 = none).
 constexpr std::size_t kMaxOverridesPerRule = 255;
 
-constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "http", "grpc", "rule",
-                                              "exempt"};
+constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "redis", "http",
+                                              "grpc",   "rule",    "exempt"};
+constexpr std::string_view kRedisKeys[] = {
+    "addresses",       "cluster",         "username",        "password_file",
+    "key_prefix",      "sync_interval",   "connect_timeout", "command_timeout",
+    "max_writes_per_batch", "max_reads_per_batch", "tls"};
+constexpr DurationRange kRedisSyncIntervalRange{1 * kMs, 60 * kSec};
+constexpr DurationRange kRedisTimeoutRange{1 * kMs, 60 * kSec};
+constexpr IntRange kRedisBatchKeysRange{1, 1'000'000};
+constexpr std::size_t kMaxRedisAddresses = 64;
+constexpr std::size_t kMaxRedisKeyPrefixBytes = 256;
 constexpr std::string_view kHttpKeys[] = {"listen",          "deny_status",     "ietf_headers",
                                           "max_body_bytes",  "max_header_bytes", "max_connections",
                                           "request_timeout", "idle_timeout", "rules_api", "rules_token_file",
@@ -143,7 +152,7 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "counter_retention",
                                              "fair_share",
                                              "max_rules_bytes"};
-constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh"};
+constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh", "redis"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
     "algorithm",   "override",     "shaper",      "max_delay",     "max_entries",
@@ -385,6 +394,11 @@ class Loader {
     if (const toml::node* node = root.get("cluster")) {
       if (const toml::table* cluster = expect<toml::table>(*node, "cluster", " ([cluster])")) {
         read_cluster(*cluster, config.cluster);
+      }
+    }
+    if (const toml::node* node = root.get("redis")) {
+      if (const toml::table* redis = expect<toml::table>(*node, "redis", " ([redis])")) {
+        read_redis(*redis, config.redis);
       }
     }
     if (const toml::node* node = root.get("http")) {
@@ -682,6 +696,74 @@ class Loader {
     }
   }
 
+  // ----- [redis] ---------------------------------------------------------
+
+  void read_redis(const toml::table& redis, RedisSettings& out) {
+    const std::string prefix = "redis: ";
+    check_keys(redis, kRedisKeys, prefix);
+    auto what = [&](std::string_view key) { return prefix + std::string(key); };
+    if (const toml::node* node = redis.get("addresses")) {
+      if (const auto* list =
+              expect<toml::array>(*node, what("addresses"), " of \"host:port\" strings")) {
+        out.addresses.clear();
+        if (list->empty()) error(*node, what("addresses") + ": at least one host:port");
+        if (list->size() > kMaxRedisAddresses) {
+          error((*list)[kMaxRedisAddresses],
+                what("addresses") + ": too many: " + std::to_string(list->size()) +
+                    ", at most " + std::to_string(kMaxRedisAddresses));
+        }
+        for (const toml::node& element : *list) {
+          if (auto address = read_host_port(element, what("addresses") + " entry")) {
+            out.addresses.push_back(std::move(*address));
+          }
+        }
+      }
+    }
+    if (const toml::node* node = redis.get("cluster")) {
+      if (const auto* v = expect<bool>(*node, what("cluster"))) out.cluster = v->get();
+    }
+    if (const toml::node* node = redis.get("tls")) {
+      if (const auto* v = expect<bool>(*node, what("tls")); v != nullptr && v->get()) {
+        error(*node, what("tls") +
+                         " = true: not supported: Debian 12's hiredis (0.14) has no TLS; reach "
+                         "Redis over loopback or a private network, or through a TLS tunnel "
+                         "(stunnel) on this host");
+      }
+    }
+    for (const auto& [key, field] :
+         {std::pair{"username", &out.username}, std::pair{"password_file", &out.password_file}}) {
+      if (const toml::node* node = redis.get(key)) {
+        if (const auto* v = expect<std::string>(*node, what(key))) {
+          if (v->get().find('\0') != std::string::npos) {
+            error(*node, what(key) + ": must not contain a NUL byte");
+          } else {
+            *field = v->get();
+          }
+        }
+      }
+    }
+    if (const toml::node* node = redis.get("key_prefix")) {
+      if (const auto* v = expect<std::string>(*node, what("key_prefix"))) {
+        if (v->get().size() > kMaxRedisKeyPrefixBytes) {
+          error(*node, what("key_prefix") + ": at most " +
+                           std::to_string(kMaxRedisKeyPrefixBytes) + " bytes");
+        } else {
+          out.key_prefix = v->get();
+        }
+      }
+    }
+    read_cluster_duration(redis, "sync_interval", prefix, kRedisSyncIntervalRange,
+                          out.sync_interval_us);
+    read_cluster_duration(redis, "connect_timeout", prefix, kRedisTimeoutRange,
+                          out.connect_timeout_us);
+    read_cluster_duration(redis, "command_timeout", prefix, kRedisTimeoutRange,
+                          out.command_timeout_us);
+    read_uint32(redis, "max_writes_per_batch", prefix, kRedisBatchKeysRange,
+                out.max_writes_per_batch);
+    read_uint32(redis, "max_reads_per_batch", prefix, IntRange{0, kRedisBatchKeysRange.max},
+                out.max_reads_per_batch);
+  }
+
   // ----- [http] and [grpc] ------------------------------------------------
 
   void read_http(const toml::table& http, HttpSettings& out) {
@@ -813,9 +895,10 @@ class Loader {
     const toml::node* mode_node = cluster.get("mode");
     if (mode_node != nullptr) {
       if (auto mode = read_choice(*mode_node, what("mode"), kClusterModes)) {
-        out.mode = *mode == "gossip" ? ClusterMode::kGossip
-                   : *mode == "mesh" ? ClusterMode::kMesh
-                                     : ClusterMode::kNone;
+        out.mode = *mode == "gossip"  ? ClusterMode::kGossip
+                   : *mode == "mesh"  ? ClusterMode::kMesh
+                   : *mode == "redis" ? ClusterMode::kRedis
+                                      : ClusterMode::kNone;
       }
     }
     if (const toml::node* node = cluster.get("name")) {
@@ -934,7 +1017,8 @@ class Loader {
       check_order(cluster, prefix, "reconnect_backoff_min", out.reconnect_backoff_min_us,
                   "reconnect_backoff_max", out.reconnect_backoff_max_us);
     }
-    if (out.mode != ClusterMode::kNone) {
+    // Redis mode has no peer port: Redis carries the counters.
+    if (out.mode != ClusterMode::kNone && out.mode != ClusterMode::kRedis) {
       const std::string mode_name(cluster_mode_name(out.mode));
       if (!secret_given) {
         // mode_node is set: only the file can make the mode other than none.
@@ -1440,6 +1524,8 @@ std::string_view cluster_mode_name(ClusterMode mode) {
       return "gossip";
     case ClusterMode::kMesh:
       return "mesh";
+    case ClusterMode::kRedis:
+      return "redis";
   }
   return "none";
 }

@@ -45,7 +45,7 @@ struct DaemonSettings {
   core::LimiterOptions limiter;
 };
 
-enum class ClusterMode { kNone, kGossip, kMesh };
+enum class ClusterMode { kNone, kGossip, kMesh, kRedis };
 
 // The [cluster] section. With mode kNone the daemon is a single node and
 // none of the rest matters.
@@ -75,6 +75,25 @@ struct ClusterSettings {
   bool fair_share = true;  // spend a fair share of a key others spend on (core/fair_share.h)
   // A rule set received from a peer larger than this is refused (counted).
   std::uint32_t max_rules_bytes = 1 << 20;
+};
+
+// The [redis] section: the store of Redis mode ([cluster] mode = "redis";
+// docs/cluster.md, "Redis mode"). Each node decides locally and shares its
+// per-origin counters through Redis in the background (core/store_sync.h,
+// shell/redis_store.h). No TLS: Debian 12's hiredis (0.14) has none.
+struct RedisSettings {
+  // host:port of the server, or of some Redis Cluster nodes (the rest are
+  // found with CLUSTER SLOTS).
+  std::vector<std::string> addresses{"127.0.0.1:6379"};
+  bool cluster = false;       // Redis Cluster (slots, MOVED, ASK) rather than one server
+  std::string username;       // ACL user; "": AUTH with the password alone
+  std::string password_file;  // the password is the file's first line; "": no AUTH
+  std::string key_prefix = "rlimit:";
+  std::int64_t sync_interval_us = 100'000;  // one batch (one pipeline per Redis node) per interval
+  std::int64_t connect_timeout_us = 500'000;
+  std::int64_t command_timeout_us = 500'000;
+  std::uint32_t max_writes_per_batch = 4096;  // keys written per batch; the rest waits (counted)
+  std::uint32_t max_reads_per_batch = 512;    // keys read per batch, in rotation
 };
 
 // The [http] section: the HTTP check face (GET/POST /v1/check, for nginx
@@ -110,6 +129,7 @@ struct GrpcSettings {
 struct Config {
   DaemonSettings daemon;
   ClusterSettings cluster;
+  RedisSettings redis;
   HttpSettings http;
   GrpcSettings grpc;
   core::RuleSet rules;
