@@ -11,6 +11,7 @@ Every wait is bounded; every daemon is killed and every temp file removed.
 """
 
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -25,6 +26,11 @@ import itertools
 
 import grpc  # python3-grpcio: the test fails, not skips, without it
 import pytest
+
+# tests/support: sanitizer_report, which fails a test whose daemon reported
+# an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
+from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
 
 sys.path.insert(0, os.environ["RLIMIT_ENVOY_PY"])
 
@@ -80,7 +86,9 @@ class Daemon:
         with open(self.log_path) as f:
             return f.read()
 
-    def stop(self):
+    def stop(self, check=True):
+        """SIGTERM (SIGKILL after 10 s); with `check`, fails on a sanitizer
+        report in the log."""
         self.channel.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -90,6 +98,8 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.log.close()
+        if check:
+            assert_no_sanitizer_report([self.log_path])
         return self.proc.returncode
 
 
@@ -421,4 +431,5 @@ def test_three_nodes_hold_the_limit_together(tmp):
             pytest.fail("not every node refuses: %s" % codes)
     finally:
         for n in nodes:
-            n.stop()
+            n.stop(check=False)
+        assert_no_sanitizer_report(n.log_path for n in nodes)

@@ -7,11 +7,13 @@ temporary directory removed when its fixture ends."""
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,6 +21,11 @@ import uuid
 from typing import Callable, Iterator, List, Optional
 
 import pytest
+
+# The repository's tests/support: sanitizer_report, which fails a test whose
+# daemon reported an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "tests" / "support"))
+from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
 
 CONFIG = """
 [daemon]
@@ -161,12 +168,14 @@ def daemon(workdir: str) -> Iterator[Daemon]:
     d.start()
     yield d
     code = d.stop()
+    assert_no_sanitizer_report([d.log])
     assert code == 0, f"rlimitd exited with {code}: {d.log_text()}"
 
 
 @pytest.fixture
 def own_daemon(workdir: str) -> Iterator[Callable[..., Daemon]]:
-    """Starts daemons of the test's own, killed when the test ends."""
+    """Starts daemons of the test's own, stopped when the test ends (SIGTERM, so
+    a sanitized daemon runs its exit-time leak check; SIGKILL after 10 s)."""
     started: List[Daemon] = []
 
     def make(**kwargs: object) -> Daemon:
@@ -177,7 +186,8 @@ def own_daemon(workdir: str) -> Iterator[Callable[..., Daemon]]:
 
     yield make
     for d in started:
-        d.kill()
+        d.stop()
+    assert_no_sanitizer_report(d.log for d in started)
 
 
 @pytest.fixture

@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import http.client
 import os
+import pathlib
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Dict, Iterator, Optional, Tuple
 
 import pytest
+
+# tests/support: sanitizer_report, which fails a test whose daemon reported
+# an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "support"))
+from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
 
 START_TIMEOUT_S = 10.0
 
@@ -115,3 +122,4 @@ def start_daemon(tmpdir_clean: str):
     yield start
     for daemon in daemons:
         stop(daemon.process)
+    assert_no_sanitizer_report(daemon.log for daemon in daemons)

@@ -11,16 +11,23 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import pathlib
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
+
+# tests/support: sanitizer_report, which fails a test whose daemon reported
+# an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "support"))
+from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -152,6 +159,7 @@ def daemons() -> Iterator[List[Daemon]]:
     yield started
     for d in started:
         stop(d.process)
+    assert_no_sanitizer_report(d.log for d in started)
 
 
 def wait_until(what: str, predicate, timeout_s: float = 15.0, step_s: float = 0.1):
