@@ -22,6 +22,7 @@
 #include "fuzz_rules.h"
 #include "rlimit/v1/client.pb.h"
 #include "shell/envelope.h"
+#include "shell/redis_hash_codec.h"
 #include "shell/rules_service.h"
 #include "wire/check_codec.h"
 #include "wire/frame.h"
@@ -369,6 +370,24 @@ void config_seeds(const fs::path& source, Corpus& config, Corpus& rules_api) {
   rules_api.add("state-file", state);
 }
 
+// What Redis answers the store: HGETALL of a key's counters, CLUSTER
+// SLOTS, redirections and the small replies, in RESP2.
+void redis_seeds(Corpus& corpus) {
+  const auto bulk = [](std::string_view s) {
+    return "$" + std::to_string(s.size()) + "\r\n" + std::string(s) + "\r\n";
+  };
+  const std::string field0 = rlimit::shell::encode_field("n0", 1000);
+  const std::string field1 = rlimit::shell::encode_field("node-b", 0xfffffffffffull);
+  corpus.add("hgetall", "*4\r\n" + bulk(field0) + bulk("12345") + bulk(field1) +
+                            bulk(rlimit::shell::encode_consumed(18446744073709551615ull)));
+  corpus.add("hgetall-empty", "*0\r\n");
+  corpus.add("cluster-slots", "*2\r\n*3\r\n:0\r\n:8191\r\n*3\r\n" + bulk("127.0.0.1") +
+                                  ":7000\r\n" + bulk("id0") + "*4\r\n:8192\r\n:16383\r\n*2\r\n" +
+                                  bulk("") + ":7001\r\n*2\r\n" + bulk("::1") + ":7002\r\n");
+  corpus.add("moved", "-MOVED 3999 127.0.0.1:6381\r\n-ASK 12 [::1]:7000\r\n");
+  corpus.add("small", "+OK\r\n:42\r\n$-1\r\n*-1\r\n-ERR unknown command\r\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -402,6 +421,8 @@ int main(int argc, char** argv) {
     Corpus config(out, "fuzz_config");
     Corpus rules_api(out, "fuzz_rules_api");
     config_seeds(source, config, rules_api);
+    Corpus redis(out, "fuzz_redis_reply");
+    redis_seeds(redis);
   } catch (const std::exception& e) {
     std::cerr << "fuzz_make_seeds: " << e.what() << "\n";
     return 1;
