@@ -90,6 +90,8 @@ constexpr std::int64_t kRejoinIntervalMinUs = 1 * kSec;
 constexpr DurationRange kCounterRetentionRange{1 * kSec, 30 * kDay};
 constexpr IntRange kMaxPacketsPerRoundRange{1, 4096};
 constexpr DurationRange kReconnectBackoffRange{1 * kMs, 600 * kSec};
+// 0 turns the clock check of replay protection off.
+constexpr DurationRange kReplayMaxAgeRange{0, 1 * kDay};
 
 constexpr std::size_t kMaxClusterNameBytes = 64;
 constexpr std::size_t kMaxSeeds = 64;
@@ -120,6 +122,10 @@ constexpr IntRange kHttpHeaderBytesRange{1024, 1024 * 1024};
 constexpr IntRange kGrpcMessageBytesRange{64, 16 * 1024 * 1024};
 constexpr IntRange kGrpcMaxPendingRange{1, 1'000'000};
 constexpr IntRange kMaxRulesBytesRange{1024, 64 * 1024 * 1024};
+// Bounds on what peers may make a node hold (docs/cluster.md, "Bounds").
+constexpr IntRange kMaxOriginsRange{2, 1 << 16};  // Ledger::kMaxOrigins
+constexpr IntRange kMaxLedgerKeysRange{1, 1'000'000'000};
+constexpr IntRange kMaxEntriesPerKeyRange{2, 1 << 20};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -151,7 +157,12 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "max_packets_per_round",
                                              "counter_retention",
                                              "fair_share",
-                                             "max_rules_bytes"};
+                                             "max_rules_bytes",
+                                             "replay_max_age",
+                                             "accept_unsequenced",
+                                             "max_origins",
+                                             "max_ledger_keys",
+                                             "max_entries_per_key"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh", "redis"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
@@ -1007,6 +1018,17 @@ class Loader {
       if (const auto* v = expect<bool>(*node, prefix + "fair_share")) out.fair_share = v->get();
     }
     read_uint32(cluster, "max_rules_bytes", prefix, kMaxRulesBytesRange, out.max_rules_bytes);
+    read_cluster_duration(cluster, "replay_max_age", prefix, kReplayMaxAgeRange,
+                          out.replay_max_age_us);
+    if (const toml::node* node = cluster.get("accept_unsequenced")) {
+      if (const auto* v = expect<bool>(*node, prefix + "accept_unsequenced")) {
+        out.accept_unsequenced = v->get();
+      }
+    }
+    read_uint32(cluster, "max_origins", prefix, kMaxOriginsRange, out.max_origins);
+    read_uint32(cluster, "max_ledger_keys", prefix, kMaxLedgerKeysRange, out.max_ledger_keys);
+    read_uint32(cluster, "max_entries_per_key", prefix, kMaxEntriesPerKeyRange,
+                out.max_entries_per_key);
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {

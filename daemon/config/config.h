@@ -75,6 +75,17 @@ struct ClusterSettings {
   bool fair_share = true;  // spend a fair share of a key others spend on (core/fair_share.h)
   // A rule set received from a peer larger than this is refused (counted).
   std::uint32_t max_rules_bytes = 1 << 20;
+  // Replay protection (core/replay_window.h): a message sent more than this
+  // from the receiver's clock is refused (0: no clock check); messages
+  // without a sequence number (nodes that predate it) are refused unless
+  // accept_unsequenced (a rolling upgrade).
+  std::int64_t replay_max_age_us = 60'000'000;
+  bool accept_unsequenced = false;
+  // What peers may make this node hold (core/ledger.h): origin names,
+  // keys with counters, and counter entries per key. Beyond: refused, counted.
+  std::uint32_t max_origins = 1 << 16;
+  std::uint32_t max_ledger_keys = 4'000'000;
+  std::uint32_t max_entries_per_key = 16'384;
 };
 
 // The [redis] section: the store of Redis mode ([cluster] mode = "redis";

@@ -251,6 +251,7 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
         o.max_payload_bytes = options_.max_payload_bytes;
         return o;
       }()),
+      replay_(options_.replay),
       arena_block_(new char[kArenaBlockBytes]),
       arena_([this] {
         google::protobuf::ArenaOptions arena_options;
@@ -270,13 +271,23 @@ std::size_t ClusterNode::counter_budget() const {
   // origin's node id).
   const RulesVersion& rules = rules_sync_.local();
   const std::size_t advert_bytes = 2 + 1 + 10 + 2 + rules.origin.size() + 2 + rules.digest.size();
-  const std::size_t reserved = piggyback_reserve_bytes(options_.max_payload_bytes) + advert_bytes;
+  // seq and sent_at_us (a two-byte tag and up to ten bytes each) and to_id
+  // (the longest id a counters payload may go to).
+  std::size_t longest_id = membership_.self().id.size();
+  for (const Member* peer : membership_.live_peers()) {
+    longest_id = std::max(longest_id, peer->id.size());
+  }
+  const std::size_t replay_bytes = 2 * (2 + 10) + 2 + 2 + longest_id;
+  const std::size_t reserved =
+      piggyback_reserve_bytes(options_.max_payload_bytes) + advert_bytes + replay_bytes;
   return options_.max_payload_bytes > reserved ? options_.max_payload_bytes - reserved : 0;
 }
 
 void ClusterNode::start(TimeUs now) {
+  now_us_ = now;
   rules_sync_.set_cluster_name(options_.cluster_name);
   limiter_.enable_replication(options_.membership.node_id, options_.membership.incarnation, now);
+  limiter_.ledger().set_bounds(options_.ledger_bounds);
   membership_.start(now, membership_out_);
   next_gossip_us_ = now + options_.gossip_interval_us;
   next_anti_entropy_us_ = now + options_.anti_entropy_interval_us;
@@ -284,12 +295,15 @@ void ClusterNode::start(TimeUs now) {
   membership_out_.clear();
 }
 
-void ClusterNode::prepare(PeerMessage& m, std::size_t body_bytes) {
+void ClusterNode::prepare(PeerMessage& m, std::size_t body_bytes, const std::string& to_id) {
   m.set_cluster(options_.cluster_name);
   const Member& self = membership_.self();
   m.set_from_id(self.id);
   m.set_from_address(self.address);
   m.set_from_incarnation(self.incarnation);
+  m.set_seq(next_seq_++);
+  m.set_sent_at_us(now_us_ + system_clock_offset_us_);
+  m.set_to_id(to_id);
   const RulesVersion& rules = rules_sync_.local();
   peer::v1::RulesVersion* advert = m.mutable_rules();
   advert->set_version(rules.version);
@@ -311,26 +325,48 @@ void ClusterNode::emit(std::string address, std::string payload) {
 }
 
 void ClusterNode::send(OutMessage message) {
-  prepare(message.message, 0);
+  prepare(message.message, 0, message.to_id);
   std::string payload;
   message.message.SerializeToString(&payload);
   emit(std::move(message.address), std::move(payload));
 }
 
-void ClusterNode::send_body(const std::string& address, const std::string& body) {
+void ClusterNode::send_body(const Member& to, const std::string& body) {
   // Header bytes followed by body bytes parse as the whole message: a
   // message's fields may come in any order (the header's rules field, number
   // 13, lands before the body's fields here).
   header_.Clear();
-  prepare(header_, body.size());
+  prepare(header_, body.size(), to.id);
   std::string payload;
   payload.reserve(header_.ByteSizeLong() + body.size());
   header_.AppendToString(&payload);
   payload.append(body);
-  emit(address, std::move(payload));
+  emit(to.address, std::move(payload));
+}
+
+bool ClusterNode::take(const PeerMessage& message, TimeUs now) {
+  // Meant for another node: a copy of a message to a peer, sent here.
+  if (!message.to_id().empty() && message.to_id() != membership_.self().id) {
+    ++stats_.misdirected;
+    return false;
+  }
+  const ReplayVerdict verdict =
+      replay_.check(message.from_id(), message.from_incarnation(), message.seq(),
+                    message.sent_at_us(), now + system_clock_offset_us_);
+  const ReplayStats& r = replay_.stats();
+  stats_.replay_duplicates = r.duplicates;
+  stats_.replay_below_window = r.below_window;
+  stats_.replay_old_incarnation = r.old_incarnation;
+  stats_.replay_stale = r.stale;
+  stats_.replay_future = r.future;
+  stats_.replay_unsequenced_refused = r.unsequenced_refused;
+  stats_.replay_unsequenced_accepted = r.unsequenced_accepted;
+  stats_.replay_senders_evicted = r.senders_evicted;
+  return replay_taken(verdict);
 }
 
 void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
+  now_us_ = now;
   ++stats_.packets_in;
   stats_.bytes_in += payload.size();
   arena_.Reset();
@@ -347,6 +383,9 @@ void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
     ++stats_.malformed_payloads;  // nameless, or our own echo: nothing to learn
     return;
   }
+  // Nothing of a message is used (not even as a sign of life) before the
+  // replay window takes it.
+  if (!take(message, now)) return;
   membership_.on_message(message, now, membership_out_);
   if (message.has_counters()) on_counters(message, now);
   if (message.has_rules()) {
@@ -363,7 +402,7 @@ void ClusterNode::on_payload(std::string_view payload, TimeUs now) {
 }
 
 void ClusterNode::send_rules_out() {
-  for (RulesOut& r : rules_sync_.out()) send({std::move(r.address), std::move(r.message)});
+  for (RulesOut& r : rules_sync_.out()) send({std::move(r.address), std::move(r.message), {}});
   rules_sync_.out().clear();
 }
 
@@ -375,7 +414,11 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   std::string_view run_key;
   std::uint64_t run_consumed = 0;
   bool run_merged = true;
-  const std::uint64_t origins_over_bound = limiter_.ledger().origins_over_bound();
+  const Ledger& bounded = limiter_.ledger();
+  const auto over_bounds = [&bounded] {
+    return bounded.origins_over_bound() + bounded.keys_over_bound() + bounded.entries_over_bound();
+  };
+  const std::uint64_t over_bounds_before = over_bounds();
   // Each origin of the payload interned once, on first use (not per entry).
   constexpr std::uint32_t kNotYet = Ledger::kNoOrigin - 1;
   origin_slots_.assign(static_cast<std::size_t>(origin_count), kNotYet);
@@ -420,8 +463,8 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
                                                                  : run_consumed + entry.consumed();
     if (!entry.has_balance()) continue;
     ++stats_.balances_received;
-    // An origin we could not intern was not merged (Ledger::kMaxOrigins).
-    if (!run_merged || limiter_.ledger().origins_over_bound() != origins_over_bound) continue;
+    // An entry refused at one of the ledger's bounds was not merged.
+    if (!run_merged || over_bounds() != over_bounds_before) continue;
     if (limiter_.raise_balance(entry.key(), entry.balance(), run_consumed, now) > 0) {
       ++stats_.balances_raised;
     }
@@ -473,11 +516,12 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   for (PeerMessage& m : packer.take()) {
     stats_.balances_sent += count_balances(m);
     m.mutable_counters()->set_reply(true);
-    send({message.from_address(), std::move(m)});
+    send({message.from_address(), std::move(m), message.from_id()});
   }
 }
 
 void ClusterNode::tick(TimeUs now) {
+  now_us_ = now;
   membership_.tick(now, membership_out_);
   for (OutMessage& m : membership_out_) send(std::move(m));
   membership_out_.clear();
@@ -544,7 +588,7 @@ void ClusterNode::gossip_round(TimeUs now) {
     packet.clear_cluster();
     body.clear();
     packet.SerializeToString(&body);
-    for (const Member* peer : peers) send_body(peer->address, body);
+    for (const Member* peer : peers) send_body(*peer, body);
   }
 }
 
@@ -570,11 +614,12 @@ void ClusterNode::anti_entropy(TimeUs now) {
     packet.mutable_counters()->set_anti_entropy(true);
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
     stats_.balances_sent += count_balances(packet);
-    send({peer->address, std::move(packet)});
+    send({peer->address, std::move(packet), peer->id});
   }
 }
 
 void ClusterNode::leave(TimeUs now) {
+  now_us_ = now;
   membership_.leave(now, membership_out_);
   for (OutMessage& m : membership_out_) send(std::move(m));
   membership_out_.clear();

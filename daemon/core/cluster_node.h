@@ -27,6 +27,7 @@
 
 #include "core/limiter.h"
 #include "core/membership.h"
+#include "core/replay_window.h"
 #include "core/rules_sync.h"
 #include "core/time.h"
 #include "google/protobuf/arena.h"
@@ -48,6 +49,10 @@ struct ClusterOptions {
   // The exchange of rule sets (rules_sync.h); its max_payload_bytes is
   // replaced by the one above.
   RulesSyncOptions rules_sync;
+  // Which received messages are taken (replay_window.h).
+  ReplayWindowOptions replay;
+  // What peers may make the limiter's ledger hold (set at start).
+  Ledger::Bounds ledger_bounds;
 };
 
 struct ClusterStats {
@@ -70,6 +75,17 @@ struct ClusterStats {
   std::uint64_t balances_received = 0;
   std::uint64_t balances_raised = 0;        // received balances that raised our bucket
   std::uint64_t reset_floors_received = 0;  // floors of resets (docs/cluster.md, "Reset")
+  // Replay protection (replay_window.h): messages refused, by cause, before
+  // anything in them was used; and the unsequenced ones taken.
+  std::uint64_t replay_duplicates = 0;
+  std::uint64_t replay_below_window = 0;
+  std::uint64_t replay_old_incarnation = 0;
+  std::uint64_t replay_stale = 0;
+  std::uint64_t replay_future = 0;
+  std::uint64_t replay_unsequenced_refused = 0;
+  std::uint64_t replay_unsequenced_accepted = 0;
+  std::uint64_t replay_senders_evicted = 0;  // forgotten: the window held max_senders
+  std::uint64_t misdirected = 0;             // to_id named another node
 };
 
 // A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the
@@ -86,8 +102,14 @@ class ClusterNode {
   ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t seed);
 
   void start(TimeUs now);
-  // One received payload (already authenticated by the shell).
+  // One received payload (already authenticated by the shell). It is used
+  // only if the replay window takes it (replay_window.h).
   void on_payload(std::string_view payload, TimeUs now);
+  // The system clock (microseconds since the Unix epoch) minus the `now`
+  // this node is given: what stamps sent messages (sent_at_us) and judges
+  // received ones. The shell sets it before every event; 0 (the default)
+  // makes `now` itself the system clock (the simulator).
+  void set_system_clock_offset_us(TimeUs offset_us) { system_clock_offset_us_ = offset_us; }
   // Timers: gossip rounds, anti-entropy, membership. Call every few ms.
   void tick(TimeUs now);
   // Announces that this node leaves; send the outbox before exiting.
@@ -113,16 +135,20 @@ class ClusterNode {
   const RulesSync& rules_sync() const { return rules_sync_; }
   const ClusterStats& stats() const { return stats_; }
   const ClusterOptions& options() const { return options_; }
+  const ReplayWindow& replay_window() const { return replay_; }
 
  private:
   void send(OutMessage message);
   // Sends `body` (a serialized PeerMessage holding only its body field) to
-  // `address` behind this node's header and piggybacked news: the body is
-  // serialized once for all the peers of a gossip round.
-  void send_body(const std::string& address, const std::string& body);
-  // Sets the header fields of `m`, adds piggybacked news if it has none and
-  // trims the news until `m` and `body_bytes` more fit in a payload.
-  void prepare(peer::v1::PeerMessage& m, std::size_t body_bytes);
+  // the member `to` behind this node's header and piggybacked news: the body
+  // is serialized once for all the peers of a gossip round.
+  void send_body(const Member& to, const std::string& body);
+  // Sets the header fields of `m` (with the next seq, the clock and `to_id`),
+  // adds piggybacked news if it has none and trims the news until `m` and
+  // `body_bytes` more fit in a payload.
+  void prepare(peer::v1::PeerMessage& m, std::size_t body_bytes, const std::string& to_id);
+  // Asks the replay window about `message` and counts a refusal.
+  bool take(const peer::v1::PeerMessage& message, TimeUs now);
   void emit(std::string address, std::string payload);
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
@@ -145,6 +171,10 @@ class ClusterNode {
   ClusterStats stats_;
   TimeUs next_gossip_us_ = 0;
   TimeUs next_anti_entropy_us_ = 0;
+  ReplayWindow replay_;
+  std::uint64_t next_seq_ = 1;         // of the next message sent
+  TimeUs now_us_ = 0;                  // the latest `now` given (stamps sends)
+  TimeUs system_clock_offset_us_ = 0;  // see set_system_clock_offset_us
   // Received payloads are parsed on this arena, reset before each parse:
   // no per-entry frees (a reused heap message would delete its Counters body
   // and every key string before each parse), and no allocation at all while

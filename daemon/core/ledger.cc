@@ -73,7 +73,7 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
       return slot.index_plus_one - 1;
     }
   }
-  if (origins_.size() >= kMaxOrigins) {
+  if (origins_.size() >= std::min(bounds_.max_origins, kMaxOrigins)) {
     ++origins_over_bound_;
     return kNoOrigin;
   }
@@ -197,7 +197,14 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
   assert(origin < origins_.size());
   // A count beyond what a reset of a key can hold could never complete.
   if (epoch == 0 || floor_count > kMaxOrigins) return FloorMerge::kMalformed;
-  const auto it = find_or_add(key);
+  auto it = keys_.find(key);
+  if (it == keys_.end()) {
+    if (keys_.size() >= bounds_.max_keys) {
+      ++keys_over_bound_;
+      return FloorMerge::kOld;
+    }
+    it = keys_.emplace(std::string(key), KeyState{}).first;
+  }
   KeyState& state = it->second;
   if (state.reset && epoch <= state.reset->epoch) return FloorMerge::kOld;
   if (state.pending && epoch < state.pending->epoch) return FloorMerge::kOld;
@@ -213,6 +220,10 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
   }
   if (floor != nullptr && consumed <= floor->consumed) return FloorMerge::kPending;
   if (floor == nullptr) {
+    if (floors.size() >= bounds_.max_entries_per_key) {
+      ++entries_over_bound_;
+      return FloorMerge::kOld;
+    }
     floors.push_back(Entry{origin, 0, incarnation, consumed});
     floor = &floors.back();
   }
@@ -263,9 +274,19 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
     }
   }
   if (consumed == 0) return {};
-  if (it == keys_.end()) it = keys_.emplace(std::string(key), KeyState{}).first;
+  if (it == keys_.end()) {
+    if (keys_.size() >= bounds_.max_keys) {
+      ++keys_over_bound_;
+      return {};
+    }
+    it = keys_.emplace(std::string(key), KeyState{}).first;
+  }
   const std::uint64_t floor = floor_of(it->second, origin, incarnation);
   std::vector<Entry>& entries = it->second.entries;
+  if (entries.size() >= bounds_.max_entries_per_key) {
+    ++entries_over_bound_;
+    return {};
+  }
   entries.push_back({origin, 0, incarnation, consumed});
   touch(it->first, it->second, entries.back(), now);
   // First sight. An entry that began before we did is history: what it

@@ -191,6 +191,21 @@ class Ledger {
   std::size_t size() const { return keys_.size(); }
   std::size_t origin_count() const { return origins_.size(); }
   std::uint64_t origins_over_bound() const { return origins_over_bound_; }
+  // Peers' entries not merged because of max_keys / max_entries_per_key.
+  std::uint64_t keys_over_bound() const { return keys_over_bound_; }
+  std::uint64_t entries_over_bound() const { return entries_over_bound_; }
+
+  // What peers may make this ledger hold ([cluster] max_origins,
+  // max_ledger_keys, max_entries_per_key). Only what peers send is refused
+  // at a bound (merge, merge_floor, intern_origin), never what this node
+  // consumes itself: the request path is not bounded here.
+  struct Bounds {
+    std::size_t max_origins = 1 << 16;
+    std::size_t max_keys = 4'000'000;
+    std::size_t max_entries_per_key = 16'384;
+  };
+  void set_bounds(const Bounds& bounds) { bounds_ = bounds; }
+  const Bounds& bounds() const { return bounds_; }
   // Tokens of history not charged because a key's history_cap was reached.
   std::uint64_t history_forgiven() const { return history_forgiven_; }
 
@@ -238,6 +253,9 @@ class Ledger {
   std::size_t slice_cursor_ = 0;
   std::size_t sweep_cursor_ = 0;
   std::uint64_t origins_over_bound_ = 0;
+  std::uint64_t keys_over_bound_ = 0;
+  std::uint64_t entries_over_bound_ = 0;
+  Bounds bounds_;
   std::uint64_t history_forgiven_ = 0;
 };
 

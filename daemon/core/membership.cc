@@ -516,7 +516,7 @@ void Membership::send(Outbox& out, const std::string& address, std::string_view 
                       PeerMessage message) {
   if (address.empty()) return;
   piggyback(message, to_id);
-  out.push_back(OutMessage{address, std::move(message)});
+  out.push_back(OutMessage{address, std::move(message), std::string(to_id)});
 }
 
 bool Membership::has_seeds() const {

@@ -91,6 +91,9 @@ struct MembershipStats {
 struct OutMessage {
   std::string address;
   peer::v1::PeerMessage message;
+  // The receiver's node id when known (the message's to_id); empty for a
+  // message to an address only (a Join to a seed).
+  std::string to_id = {};
 };
 using Outbox = std::vector<OutMessage>;
 

@@ -26,4 +26,14 @@ inline core::TimeUs steady_now_us(std::chrono::steady_clock::time_point at) {
 
 inline core::TimeUs steady_now_us() { return steady_now_us(std::chrono::steady_clock::now()); }
 
+// The system (wall) clock now, in microseconds since the Unix epoch: it
+// follows steps, unlike steady_now_us. Only replay protection reads it (a
+// peer message's sent_at_us is compared with the receiver's wall clock, so a
+// node whose clock NTP corrected after start is judged by the corrected one).
+inline core::TimeUs system_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace rlimit::shell

@@ -80,6 +80,14 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
   out.anti_entropy_interval_us = s.anti_entropy_interval_us;
   out.max_packets_per_round = s.max_packets_per_round;
   out.rules_sync.max_rules_bytes = s.max_rules_bytes;
+  out.replay.max_age_us = s.replay_max_age_us;
+  out.replay.accept_unsequenced = s.accept_unsequenced;
+  // Every member, a restarting one briefly under two ids' worth of state,
+  // and room for senders forgotten by membership but still in the window.
+  out.replay.max_senders = 2 * s.max_members + 64;
+  out.ledger_bounds = {.max_origins = s.max_origins,
+                       .max_keys = s.max_ledger_keys,
+                       .max_entries_per_key = s.max_entries_per_key};
   return out;
 }
 
@@ -155,6 +163,7 @@ bool ClusterService::State::open(std::string& error) {
   }
   node = std::make_unique<core::ClusterNode>(std::move(cluster_options), limiter, options.seed);
   node->set_rules(options.rules, options.rules_text);
+  node->set_system_clock_offset_us(system_now_us() - steady_now_us());
   spdlog::info(
       "cluster \"{}\": {} on {} as node {} at {} (incarnation {}), {} seeds, signing key id {:02x} "
       "of {}",
@@ -182,7 +191,9 @@ void ClusterService::State::spawn(std::string_view what, asio::awaitable<void> t
 
 void ClusterService::State::on_payload(std::string_view payload) {
   if (stopped || node == nullptr) return;
-  node->on_payload(payload, steady_now_us());
+  const core::TimeUs now = steady_now_us();
+  node->set_system_clock_offset_us(system_now_us() - now);
+  node->on_payload(payload, now);
   after_event();
 }
 
@@ -207,7 +218,9 @@ asio::awaitable<void> ClusterService::State::tick_loop() {
     tick_timer.expires_after(interval);
     auto [error] = co_await tick_timer.async_wait(as_tuple(use_awaitable));
     if (error || stopped || leaving) break;
-    node->tick(steady_now_us());
+    const core::TimeUs now = steady_now_us();
+    node->set_system_clock_offset_us(system_now_us() - now);
+    node->tick(now);
     after_event();
   }
 }

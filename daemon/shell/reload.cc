@@ -90,6 +90,11 @@ std::vector<std::string> changed_cluster_settings(const config::ClusterSettings&
   check("max_packets_per_round", running.max_packets_per_round, loaded.max_packets_per_round);
   check("counter_retention_us", running.counter_retention_us, loaded.counter_retention_us);
   check("fair_share", running.fair_share, loaded.fair_share);
+  check("replay_max_age_us", running.replay_max_age_us, loaded.replay_max_age_us);
+  check("accept_unsequenced", running.accept_unsequenced, loaded.accept_unsequenced);
+  check("max_origins", running.max_origins, loaded.max_origins);
+  check("max_ledger_keys", running.max_ledger_keys, loaded.max_ledger_keys);
+  check("max_entries_per_key", running.max_entries_per_key, loaded.max_entries_per_key);
   return changed;
 }
 

@@ -244,7 +244,8 @@ bool Server::start_cluster() {
     return false;
   }
   // The incarnation must grow across restarts of this node, so it comes from
-  // the wall clock: microseconds since the epoch at start. This is the
+  // the wall clock: microseconds since the epoch at start. Besides replay
+  // protection's timestamps (shell/clock.h, system_now_us) this is the
   // daemon's only wall-clock read; everything else runs on steady_now_us(). A
   // clock set back by more than the downtime would make peers ignore the
   // restarted node until its old incarnation is forgotten (dead_retention_us).

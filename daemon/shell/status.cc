@@ -56,6 +56,11 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     // Tokens of consumption from before this process started that were not
     // charged: each key takes at most one burst of it (docs/cluster.md).
     add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
+    // What peers sent that the ledger's bounds refused ([cluster] max_origins,
+    // max_ledger_keys, max_entries_per_key).
+    add_counter("ledger_origins_over_bound", limiter.ledger().origins_over_bound());
+    add_counter("ledger_keys_over_bound", limiter.ledger().keys_over_bound());
+    add_counter("ledger_entries_over_bound", limiter.ledger().entries_over_bound());
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
   if (context.grpc_counters != nullptr) for_each_grpc_counter(*context.grpc_counters, add_counter);

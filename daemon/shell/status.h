@@ -84,7 +84,7 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
 // Calls f(name, value) for every field of ClusterStats, in declaration order.
 template <typename F>
 void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
-  static_assert(sizeof(core::ClusterStats) == 18 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::ClusterStats) == 27 * sizeof(std::uint64_t),
                 "list every ClusterStats field in for_each_cluster_stat");
   f(std::string_view("cluster_packets_out"), s.packets_out);
   f(std::string_view("cluster_bytes_out"), s.bytes_out);
@@ -104,6 +104,15 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
   f(std::string_view("cluster_balances_received"), s.balances_received);
   f(std::string_view("cluster_balances_raised"), s.balances_raised);
   f(std::string_view("cluster_reset_floors_received"), s.reset_floors_received);
+  f(std::string_view("peer_replay_duplicates"), s.replay_duplicates);
+  f(std::string_view("peer_replay_below_window"), s.replay_below_window);
+  f(std::string_view("peer_replay_old_incarnation"), s.replay_old_incarnation);
+  f(std::string_view("peer_replay_stale"), s.replay_stale);
+  f(std::string_view("peer_replay_future"), s.replay_future);
+  f(std::string_view("peer_unsequenced_refused"), s.replay_unsequenced_refused);
+  f(std::string_view("peer_unsequenced_accepted"), s.replay_unsequenced_accepted);
+  f(std::string_view("peer_replay_senders_evicted"), s.replay_senders_evicted);
+  f(std::string_view("peer_misdirected"), s.misdirected);
 }
 
 // Calls f(name, value) for every field of MembershipStats, in declaration

@@ -1129,6 +1129,43 @@ fair_share = false
   EXPECT_FALSE(c.fair_share);
 }
 
+// Replay protection and the bounds on what peers make a node hold
+// (docs/cluster.md): defaults, both ends of each range, and what is refused.
+TEST(ClusterConfigTest, ReplayProtectionAndPeerBounds) {
+  const ClusterSettings d;
+  EXPECT_EQ(d.replay_max_age_us, 60 * kSecondUs);
+  EXPECT_FALSE(d.accept_unsequenced);
+  EXPECT_EQ(d.max_origins, 65'536u);
+  const LoadResult highest = load(R"([cluster]
+replay_max_age = "1d"
+accept_unsequenced = true
+max_origins = 65536
+max_ledger_keys = 1000000000
+max_entries_per_key = 1048576
+)");
+  ASSERT_TRUE(highest.ok()) << all_errors(highest);
+  EXPECT_EQ(highest.config.cluster.replay_max_age_us, 86'400 * kSecondUs);
+  EXPECT_TRUE(highest.config.cluster.accept_unsequenced);
+  EXPECT_EQ(highest.config.cluster.max_origins, 65'536u);
+  EXPECT_EQ(highest.config.cluster.max_ledger_keys, 1'000'000'000u);
+  EXPECT_EQ(highest.config.cluster.max_entries_per_key, 1'048'576u);
+  const LoadResult lowest = load(R"([cluster]
+replay_max_age = "0s"
+max_origins = 2
+max_ledger_keys = 1
+max_entries_per_key = 2
+)");
+  ASSERT_TRUE(lowest.ok()) << all_errors(lowest);
+  EXPECT_EQ(lowest.config.cluster.replay_max_age_us, 0);
+  EXPECT_EQ(lowest.config.cluster.max_ledger_keys, 1u);
+  for (const char* bad :
+       {"replay_max_age = \"2d\"", "accept_unsequenced = 1", "max_origins = 65537",
+        "max_origins = 1", "max_ledger_keys = 0", "max_entries_per_key = 1"}) {
+    const LoadResult result = load(std::string("[cluster]\n") + bad + "\n");
+    EXPECT_FALSE(result.ok()) << bad;
+  }
+}
+
 TEST(ClusterConfigTest, LowestValues) {
   const LoadResult result = load(R"([cluster]
 gossip_interval = "1ms"

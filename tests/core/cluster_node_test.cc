@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <memory>
@@ -115,6 +116,21 @@ class Sim {
   }
   SimNode& node(std::size_t i) { return nodes_[i]; }
   std::size_t max_payload_seen() const { return max_payload_; }
+  // Every payload sent from now on, as (receiver, payload): what an attacker
+  // on the path captures.
+  void record() { recording_ = true; }
+  const std::vector<std::pair<std::size_t, std::string>>& recorded() const { return recorded_; }
+  // Node i leaves gracefully (its Leave goes out), then stops.
+  void leave(std::size_t i) {
+    nodes_[i].node->leave(now_);
+    collect();
+    crash(i);
+  }
+  // Hands `payload` to node i now, as if it had just arrived.
+  void inject(std::size_t i, const std::string& payload) {
+    nodes_[i].node->on_payload(payload, now_);
+    collect();
+  }
   void set_loss(double loss) { loss_ = loss; }
 
  private:
@@ -131,6 +147,7 @@ class Sim {
         if (std::uniform_real_distribution<double>(0, 1)(rng_) < loss_) continue;
         auto it = by_address_.find(p.address);
         if (it == by_address_.end()) continue;
+        if (recording_) recorded_.emplace_back(it->second, p.payload);
         queue_.push_back({now_ + 1000, it->second, std::move(p.payload)});
       }
       s.node->outbox().clear();
@@ -147,6 +164,8 @@ class Sim {
   std::map<std::string, std::size_t> by_address_;
   std::deque<Packet> queue_;
   std::size_t max_payload_ = 0;
+  bool recording_ = false;
+  std::vector<std::pair<std::size_t, std::string>> recorded_;
 };
 
 TEST(ClusterNodeTest, ConsumptionReachesEveryNode) {
@@ -222,6 +241,7 @@ TEST(ClusterNodeTest, ForeignAndMalformedPayloadsAreCountedAndIgnored) {
   floor.set_cluster("sim");
   floor.set_from_id("n9");
   floor.set_from_address("10.0.0.9:7946");
+  floor.set_seq(1);  // replay_window.h: unsequenced messages are refused
   floor.mutable_counters()->add_origins("n9");
   auto* entry = floor.mutable_counters()->add_entries();
   entry->set_key("k");
@@ -250,11 +270,15 @@ TEST(ClusterNodeTest, ABalanceOnTheWireRaisesOnlyAfterItsEntriesMerged) {
   ASSERT_NE(state, nullptr);
   const Ledger::Entry own = state->entries.front();
   // A peer n9 that consumed 4 under incarnation 5, and holds our 10 too.
+  const TimeUs now = 1'000'000;  // the Sim's clock, not advanced
+  std::uint64_t seq = 0;
   const auto message = [&](std::optional<std::int64_t> balance, bool malformed) {
     peer::v1::PeerMessage m;
     m.set_cluster("sim");
     m.set_from_id("n9");
     m.set_from_address("10.0.0.9:7946");
+    m.set_seq(++seq);  // each a new message (replay_window.h)
+    m.set_sent_at_us(now);
     auto* counters = m.mutable_counters();
     counters->add_origins("n0");
     counters->add_origins("n9");
@@ -271,7 +295,6 @@ TEST(ClusterNodeTest, ABalanceOnTheWireRaisesOnlyAfterItsEntriesMerged) {
     if (balance) theirs->set_balance(*balance);
     return m.SerializeAsString();
   };
-  const TimeUs now = 1'000'000;  // the Sim's clock, not advanced
   node.on_payload(message(std::nullopt, false), now);  // an older peer
   EXPECT_EQ(sim.remaining(0, "a"), 0);                 // charged 4: -4
   EXPECT_EQ(node.stats().balances_received, 0u);
@@ -376,6 +399,60 @@ TEST(ClusterNodeTest, DeterministicForOneSeed) {
     return digest;
   };
   EXPECT_EQ(run_once(), run_once());
+}
+
+}  // namespace
+}  // namespace rlimit::core
+
+namespace rlimit::core {
+namespace {
+
+// Replay protection end to end (replay_window.h): every payload node 1 was
+// sent while node 2 consumed, left and came back, captured and delivered again later,
+// changes nothing, whether the receiver kept its state or restarted.
+TEST(ClusterNodeTest, ReplayedPayloadsChangeNothingAndAreCounted) {
+  Sim sim(3, global_rule(100, 3600 * kUsPerSecond, 100), 0.0, 11);
+  sim.run(2 * kUsPerSecond);
+  ASSERT_EQ(sim.node(1).node->membership().live_peers().size(), 2u);
+  sim.record();
+  for (int k = 0; k < 10; ++k) ASSERT_TRUE(sim.check(2, "search"));
+  sim.run(1 * kUsPerSecond);
+  sim.leave(2);  // graceful: LEFT everywhere
+  sim.run(1 * kUsPerSecond);
+  ASSERT_EQ(sim.node(1).node->membership().member("n2")->state, MemberState::kLeft);
+  sim.restart(2);
+  sim.run(2 * kUsPerSecond);
+  ASSERT_EQ(sim.node(1).node->membership().member("n2")->state, MemberState::kAlive);
+  ASSERT_EQ(sim.remaining(1, "search"), 90);
+
+  std::vector<std::string> to_node1;
+  for (const auto& [to, payload] : sim.recorded()) {
+    if (to == 1) to_node1.push_back(payload);
+  }
+  ASSERT_GT(to_node1.size(), 10u);
+  const ClusterStats before = sim.node(1).node->stats();
+  const std::uint64_t incarnation = sim.node(1).node->membership().member("n2")->incarnation;
+  for (const std::string& payload : to_node1) sim.inject(1, payload);
+  sim.run(1 * kUsPerSecond);
+  const ClusterStats& after = sim.node(1).node->stats();
+  // Each was refused: node 2's old incarnation, or taken already.
+  EXPECT_EQ(
+      (after.replay_duplicates + after.replay_old_incarnation + after.replay_below_window) -
+          (before.replay_duplicates + before.replay_old_incarnation + before.replay_below_window),
+      to_node1.size());
+  EXPECT_EQ(sim.node(1).node->membership().member("n2")->state, MemberState::kAlive);
+  EXPECT_EQ(sim.node(1).node->membership().member("n2")->incarnation, incarnation);
+  EXPECT_EQ(sim.remaining(1, "search"), 90);
+  // Misdirected: a message meant for node 1, sent to node 0 instead.
+  const auto meant_for_n1 =
+      std::find_if(to_node1.begin(), to_node1.end(), [](const std::string& p) {
+        peer::v1::PeerMessage m;
+        return m.ParseFromString(p) && m.to_id() == "n1";
+      });
+  ASSERT_NE(meant_for_n1, to_node1.end());
+  const std::uint64_t misdirected = sim.node(0).node->stats().misdirected;
+  sim.inject(0, *meant_for_n1);
+  EXPECT_EQ(sim.node(0).node->stats().misdirected, misdirected + 1);
 }
 
 }  // namespace

@@ -200,5 +200,39 @@ TEST(LedgerTest, ALocalResetFloorsTheEntriesAndIsGossiped) {
   EXPECT_EQ(empty.reset->floors.size(), 1u);
 }
 
+// What peers may make a ledger hold ([cluster] max_origins, max_ledger_keys,
+// max_entries_per_key): beyond a bound their data is refused and counted;
+// what this node consumes itself never is.
+TEST(LedgerTest, PeersDataBeyondTheBoundsIsRefusedAndCountedButOwnConsumptionIsNot) {
+  Ledger ledger = started_at(kOurIncarnation);
+  ledger.set_bounds({.max_origins = 3, .max_keys = 2, .max_entries_per_key = 2});
+  const std::uint32_t a = ledger.intern_origin("a");
+  const std::uint32_t b = ledger.intern_origin("b");  // with "me": three, the bound
+  EXPECT_NE(a, Ledger::kNoOrigin);
+  EXPECT_NE(b, Ledger::kNoOrigin);
+  EXPECT_EQ(ledger.intern_origin("c"), Ledger::kNoOrigin);
+  EXPECT_EQ(ledger.origins_over_bound(), 1u);
+  EXPECT_EQ(ledger.intern_origin("a"), a);  // known names are still found
+
+  EXPECT_EQ(ledger.merge("k1", a, kOurIncarnation + 1, 5, 10).increase, 5u);
+  EXPECT_EQ(ledger.merge("k2", a, kOurIncarnation + 1, 5, 10).increase, 5u);
+  EXPECT_EQ(ledger.merge("k3", a, kOurIncarnation + 1, 5, 10).increase, 0u);  // a third key
+  EXPECT_EQ(ledger.keys_over_bound(), 1u);
+  EXPECT_EQ(ledger.find("k3"), nullptr);
+  // Known keys still merge, up to max_entries_per_key entries each.
+  EXPECT_EQ(ledger.merge("k1", b, kOurIncarnation + 1, 5, 10).increase, 5u);
+  EXPECT_EQ(ledger.merge("k1", b, kOurIncarnation + 2, 5, 10).increase, 0u);  // a third entry
+  EXPECT_EQ(ledger.entries_over_bound(), 1u);
+  EXPECT_EQ(ledger.merge("k1", a, kOurIncarnation + 1, 9, 10).increase, 4u);  // existing: grows
+  // Reset floors: a new key is refused too.
+  EXPECT_EQ(ledger.merge_floor("k4", 1, 1, a, kOurIncarnation + 1, 3, 20),
+            Ledger::FloorMerge::kOld);
+  EXPECT_EQ(ledger.keys_over_bound(), 2u);
+  // Our own consumption is never refused.
+  ledger.add_local("k5", 3, 30);
+  ASSERT_NE(ledger.find("k5"), nullptr);
+  EXPECT_EQ(ledger.size(), 3u);
+}
+
 }  // namespace
 }  // namespace rlimit::core

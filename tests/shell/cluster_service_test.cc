@@ -186,6 +186,12 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   options.settings.fanout = 4;
   options.settings.mtu_bytes = 1200;
   options.settings.rejoin_interval_us = 0;
+  options.settings.replay_max_age_us = 5'000'000;
+  options.settings.accept_unsequenced = true;
+  options.settings.max_members = 10;
+  options.settings.max_origins = 11;
+  options.settings.max_ledger_keys = 12;
+  options.settings.max_entries_per_key = 13;
   options.node_id = "n1";
   options.incarnation = 77;
   core::ClusterOptions out = make_cluster_options(options, "10.0.0.1:7946");
@@ -201,6 +207,12 @@ TEST(ClusterOptionsTest, MapsTheSettings) {
   EXPECT_EQ(out.max_payload_bytes, 1200u - kEnvelopeOverheadBytes);
   EXPECT_EQ(out.gossip_interval_us, 5'000);
   EXPECT_EQ(out.anti_entropy_interval_us, 100'000);
+  EXPECT_EQ(out.replay.max_age_us, 5'000'000);
+  EXPECT_TRUE(out.replay.accept_unsequenced);
+  EXPECT_EQ(out.replay.max_senders, 2u * 10 + 64);
+  EXPECT_EQ(out.ledger_bounds.max_origins, 11u);
+  EXPECT_EQ(out.ledger_bounds.max_keys, 12u);
+  EXPECT_EQ(out.ledger_bounds.max_entries_per_key, 13u);
 
   options.settings.mode = config::ClusterMode::kMesh;
   EXPECT_EQ(make_cluster_options(options, "x").fanout, 0u);  // mesh: every live peer

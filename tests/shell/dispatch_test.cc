@@ -394,6 +394,8 @@ TEST_F(DispatchTest, MembersAndStatusInACluster) {
   ping.set_from_id("node-b");
   ping.set_from_address("127.0.0.1:7002");
   ping.set_from_incarnation(22);
+  ping.set_seq(1);  // replay protection takes only sequenced, recent messages
+  ping.set_sent_at_us(kNow - 2000);
   ping.mutable_ping()->set_probe_id(1);
   node.on_payload(ping.SerializeAsString(), kNow - 2000);
   PeerCounters peer_counters;
