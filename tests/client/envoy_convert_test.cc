@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/sanitizer_report.h"
 #include "config/config.h"
 #include "core/limiter.h"
 
@@ -462,6 +463,8 @@ CtlRun run_ctl(const std::string& args) {
   text << err.rdbuf();
   run.err = text.str();
   ::unlink(err_path);
+  EXPECT_TRUE(rlimit::testing::sanitizer_report(run.err).empty())
+      << "rlimitctl " << args << " reported:\n" << run.err;
   return run;
 }
 

@@ -1,12 +1,16 @@
 // rlimitctl end to end against the fake daemon: exit codes and JSON output.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "../support/sanitizer_report.h"
 #include "fake_server.h"
 
 namespace rlimit {
@@ -21,16 +25,30 @@ struct CtlRun {
 };
 
 CtlRun run_ctl(const std::string& args) {
-  // stderr is dropped: tests look at the exit code and stdout.
-  const std::string command = std::string(RLIMITCTL_PATH) + " " + args + " 2>/dev/null";
+  // Tests look at the exit code and stdout; stderr goes to a temporary file
+  // that is only searched for a sanitizer's report (build-asan, build-tsan).
+  char err_path[] = "/tmp/rlimitctl_test_XXXXXX";
+  const int fd = ::mkstemp(err_path);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  const std::string command = std::string(RLIMITCTL_PATH) + " " + args + " 2>" + err_path;
   CtlRun run;
   FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return run;
-  std::array<char, 4096> chunk;
-  std::size_t n;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) run.out.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (pipe != nullptr) {
+    std::array<char, 4096> chunk;
+    std::size_t n;
+    while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) {
+      run.out.append(chunk.data(), n);
+    }
+    const int status = ::pclose(pipe);
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::ostringstream err;
+  err << std::ifstream(err_path).rdbuf();
+  ::unlink(err_path);
+  const std::string err_text = err.str();
+  EXPECT_TRUE(testing::sanitizer_report(err_text).empty())
+      << "rlimitctl " << args << " reported:\n" << err_text;
   return run;
 }
 

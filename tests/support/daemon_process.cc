@@ -19,8 +19,26 @@
 #include <stdexcept>
 #include <thread>
 
+#include <gtest/gtest.h>
+
+#include "support/sanitizer_report.h"
+
 namespace rlimit::testing {
 namespace {
+
+// How long the destructor waits for a daemon to stop on SIGTERM (and run its
+// exit-time checks, LeakSanitizer's among them) before it kills it.
+constexpr std::chrono::seconds kDestructorStopTimeout{10};
+
+// Fails the running test when `text`, the output of `what`, holds a sanitizer
+// report (build-asan, build-tsan): a child's report fails the test that ran it
+// even when the test looks only at replies or the exit code.
+void expect_no_sanitizer_report(const std::string& what, const std::string& text) {
+  const std::string_view line = sanitizer_report(text);
+  if (!line.empty()) {
+    ADD_FAILURE() << what << " reported: " << line << "\n---- its output ----\n" << text;
+  }
+}
 
 int decode_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -105,6 +123,7 @@ RunResult run_program(const std::vector<std::string>& argv_in, std::chrono::mill
   int status = 0;
   ::waitpid(pid, &status, 0);
   result.exit_code = killed ? -1 : decode_status(status);
+  expect_no_sanitizer_report(argv_in.empty() ? "program" : argv_in.front(), result.output);
   return result;
 }
 
@@ -127,11 +146,19 @@ DaemonProcess::DaemonProcess(const TempDir& dir, std::vector<std::string> args,
 }
 
 DaemonProcess::~DaemonProcess() {
+  // SIGTERM (and SIGCONT, for a test that stopped it), so that a daemon that
+  // is still running exits the way it does in service and a sanitized one runs
+  // its exit-time checks; SIGKILL if it does not stop in time.
   if (running()) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
+    ::kill(pid_, SIGTERM);
+    ::kill(pid_, SIGCONT);
+    if (!wait_exit(kDestructorStopTimeout)) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
   }
+  expect_no_sanitizer_report("rlimitd (log " + log_path_ + ")", log());
 }
 
 bool DaemonProcess::wait_ready(const std::string& socket_path, std::chrono::milliseconds timeout) {
