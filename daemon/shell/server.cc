@@ -28,6 +28,7 @@
 #include "rlimit/v1/client.pb.h"
 #include "shell/clock.h"
 #include "shell/cluster_service.h"
+#include "shell/redis_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
 #include "shell/event_loop.h"
@@ -66,6 +67,7 @@ class Server {
       : io_(io),
         settings_(std::move(options.config.daemon)),
         cluster_settings_(std::move(options.config.cluster)),
+        redis_settings_(std::move(options.config.redis)),
         http_settings_(std::move(options.config.http)),
         grpc_settings_(std::move(options.config.grpc)),
         keyring_(std::move(options.keyring)),
@@ -111,6 +113,7 @@ class Server {
  private:
   bool listen();
   bool start_cluster();
+  bool start_redis();
   // Starts the gRPC face when [grpc] names an address; false (logged) if it
   // cannot listen.
   bool start_grpc();
@@ -146,6 +149,7 @@ class Server {
   asio::io_context& io_;
   config::DaemonSettings settings_;                 // sessions and dispatcher read it live
   const config::ClusterSettings cluster_settings_;  // changes need a restart
+  const config::RedisSettings redis_settings_;      // changes need a restart
   const config::HttpSettings http_settings_;        // changes need a restart
   const config::GrpcSettings grpc_settings_;        // changes need a restart
   std::optional<Keyring> keyring_;                  // until the cluster service takes it
@@ -171,6 +175,8 @@ class Server {
   // first.
   std::unique_ptr<ClusterService> cluster_;
   bool cluster_done_ = true;  // no cluster, or it has left
+  // Redis mode ([cluster] mode = "redis") instead of a peer cluster.
+  std::unique_ptr<RedisService> redis_;
   // The HTTP face, when [http] listen is set; its messages are reused.
   std::unique_ptr<HttpServer> http_;
   v1::Request http_request_;
@@ -237,7 +243,26 @@ bool Server::listen() {
   return true;
 }
 
+bool Server::start_redis() {
+  // As a peer cluster's incarnation: the wall clock at start, so a restarted
+  // node's counters are new entries and its old ones are history.
+  const auto wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  std::string error;
+  redis_ = RedisService::start(io_, redis_settings_, settings_.node_id,
+                               static_cast<std::uint64_t>(wall_us), limiter_, error);
+  if (redis_ == nullptr) {
+    spdlog::error("{}", error);
+    return false;
+  }
+  status_.cluster_mode = "redis";
+  status_.redis = redis_.get();
+  return true;
+}
+
 bool Server::start_cluster() {
+  if (cluster_settings_.mode == config::ClusterMode::kRedis) return start_redis();
   if (!keyring_) {
     spdlog::error("cluster mode {} needs a keyring (secret_file)",
                   config::cluster_mode_name(cluster_settings_.mode));
@@ -512,6 +537,7 @@ void Server::begin_shutdown(int exit_code) {
   remove_socket_file();
   // Peers learn at once that this node is going, instead of suspecting it
   // for suspicion_timeout_us; its clients finish meanwhile.
+  if (redis_ != nullptr) redis_->stop();
   if (cluster_ != nullptr && !cluster_done_) {
     cluster_->leave([this] {
       cluster_done_ = true;

@@ -6,6 +6,7 @@
 
 #include "rlimit/v1/client.pb.h"
 #include "shell/grpc_face.h"
+#include "shell/redis_service.h"
 #include "shell/rules_service.h"
 
 namespace rlimit::shell {

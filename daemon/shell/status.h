@@ -24,6 +24,7 @@ class MemberInfo;
 namespace rlimit::shell {
 
 struct GrpcCounters;  // shell/grpc_face.h
+class RedisService;   // shell/redis_service.h
 class RulesService;   // shell/rules_service.h
 
 // What status reports besides the limiter's own state. Owned by the server;
@@ -37,6 +38,8 @@ struct StatusContext {
   std::string cluster_mode = "none";
   const core::ClusterNode* cluster = nullptr;
   const PeerCounters* peer_counters = nullptr;
+  // Redis mode: set while the service runs; its counters are store_*, redis_*.
+  const RedisService* redis = nullptr;
   // Set while the gRPC face runs; its counters are named grpc_*.
   const GrpcCounters* grpc_counters = nullptr;
   // The rules in force (rules_version, rules_*; members' rules fields).
