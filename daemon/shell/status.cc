@@ -65,6 +65,10 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
   if (context.grpc_counters != nullptr) for_each_grpc_counter(*context.grpc_counters, add_counter);
+  if (context.redis != nullptr) {
+    context.redis->for_each_counter(add_counter);
+    add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
+  }
   if (context.rules != nullptr) {
     add_counter("rules_version", context.rules->current().version.version);
     for_each_rules_counter(context.rules->counters(), add_counter);
