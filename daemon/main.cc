@@ -77,8 +77,9 @@ int main(int argc, char** argv) {
           },
           "OCTAL"));
   app.add_option("--max-keys", max_keys, "most buckets held in memory")->check(CLI::PositiveNumber);
-  app.add_option("--cluster-mode", cluster_mode, "none, gossip (UDP) or mesh (TCP)")
-      ->check(CLI::IsMember({"none", "gossip", "mesh"}));
+  app.add_option("--cluster-mode", cluster_mode,
+                 "none, gossip (UDP), mesh (TCP) or redis (through Redis; [redis] in the config)")
+      ->check(CLI::IsMember({"none", "gossip", "mesh", "redis"}));
   app.add_option("--bind", bind, "peer socket address HOST:PORT (port 0: any free port)")
       ->check(host_port_validator(/*allow_port_zero=*/true));
   app.add_option("--advertise", advertise, "HOST:PORT peers use to reach this node")

@@ -76,6 +76,7 @@ std::optional<config::ClusterMode> parse_cluster_mode(std::string_view text) {
   if (text == "none") return config::ClusterMode::kNone;
   if (text == "gossip") return config::ClusterMode::kGossip;
   if (text == "mesh") return config::ClusterMode::kMesh;
+  if (text == "redis") return config::ClusterMode::kRedis;
   return std::nullopt;
 }
 
