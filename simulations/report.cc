@@ -78,6 +78,19 @@ double bytes_per_node_s(const Results& r) {
 
 namespace {
 
+// Fair shares and forgiven history, in either mode.
+void print_share_rows(std::ostream& out, const CoreTotals& c) {
+  if (c.share_refused + c.share_probes > 0) {
+    row(out, "fair shares: refused / probes",
+        std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
+        "(checks the algorithm allowed, beyond this node's share; new keys probed)");
+  }
+  if (c.history_forgiven > 0) {
+    row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
+        "from before a node started, beyond a key's burst");
+  }
+}
+
 // Redis mode: what the nodes cost the store (core/store_sync.h).
 void print_store(std::ostream& out, const Results& r) {
   const CoreTotals& c = r.core;
@@ -100,15 +113,7 @@ void print_store(std::ostream& out, const Results& r) {
           std::to_string(c.store_batches_timed_out));
   row(out, "batches leaving writes for later", std::to_string(c.store_batches_full));
   row(out, "store down (changes of state)", std::to_string(c.store_down));
-  if (c.share_refused + c.share_probes > 0) {
-    row(out, "fair shares: refused / probes",
-        std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
-        "(checks the algorithm allowed, beyond this node's share; new keys probed)");
-  }
-  if (c.history_forgiven > 0) {
-    row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
-        "from before a node started, beyond a key's burst");
-  }
+  print_share_rows(out, c);
 }
 
 }  // namespace
@@ -212,15 +217,7 @@ void print_table(const Results& r, std::ostream& out) {
       std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
           std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
-  if (c.share_refused + c.share_probes > 0) {
-    row(out, "fair shares: refused / probes",
-        std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
-        "(checks the algorithm allowed, beyond this node's share; new keys probed)");
-  }
-  if (c.history_forgiven > 0) {
-    row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
-        "from before a node started, beyond a key's burst");
-  }
+  print_share_rows(out, c);
   if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
           c.malformed_payloads >
       0) {
