@@ -271,13 +271,19 @@ std::size_t ClusterNode::counter_budget() const {
   // origin's node id).
   const RulesVersion& rules = rules_sync_.local();
   const std::size_t advert_bytes = 2 + 1 + 10 + 2 + rules.origin.size() + 2 + rules.digest.size();
-  // seq and sent_at_us (a two-byte tag and up to ten bytes each) and to_id
-  // (the longest id a counters payload may go to).
+  // Replay protection's fields, each a two-byte tag and its value: seq (as
+  // now, plus a byte for the round's packets to come), sent_at_us (as now;
+  // ten bytes if negative) and to_id (the longest id a payload may go to).
   std::size_t longest_id = membership_.self().id.size();
   for (const Member* peer : membership_.live_peers()) {
     longest_id = std::max(longest_id, peer->id.size());
   }
-  const std::size_t replay_bytes = 2 * (2 + 10) + 2 + 2 + longest_id;
+  using google::protobuf::io::CodedOutputStream;
+  const TimeUs sent_at_us = now_us_ + system_clock_offset_us_;
+  const std::size_t replay_bytes =
+      2 + CodedOutputStream::VarintSize64(next_seq_) + 1 + 2 +
+      CodedOutputStream::VarintSize64(static_cast<std::uint64_t>(sent_at_us)) + 2 +
+      CodedOutputStream::VarintSize64(longest_id) + longest_id;
   const std::size_t reserved =
       piggyback_reserve_bytes(options_.max_payload_bytes) + advert_bytes + replay_bytes;
   return options_.max_payload_bytes > reserved ? options_.max_payload_bytes - reserved : 0;
