@@ -311,7 +311,7 @@ def summary(rows, warmup_s):
     t_max = float(rows[-1]["t_s"])
     kills = sum(r["events"].count("kill node") for r in rows)
     crashes = sum(r["events"].count("CRASH") for r in rows)
-    reloads = sum(r["events"].count("reload") for r in rows)
+    reloads = sum(e.startswith("reload") for r in rows for e in r["events"].split("; "))
     out.append(f"samples {len(rows)}, {t_max:.0f} s; node kills {kills}, crashes {crashes}, "
                f"reloads {reloads}")
     for i in NODES:
@@ -351,6 +351,10 @@ def summary(rows, warmup_s):
                    for o in ("admitted", "denied", "unavailable")) + int(num(last["other"]) or 0)
         out.append(f"load: {sent} checks in {float(last['load_s']):.0f} s = "
                    f"{sent / float(last['load_s']):.0f} checks/s")
+        for c, vals in (("global", g), ("hot", h)):
+            out.append(f"{c} per 10 s: {len(vals)} windows, within 2% of the ideal "
+                       f"{sum(abs(v - 1) <= 0.02 for v in vals)}, within 5% "
+                       f"{sum(abs(v - 1) <= 0.05 for v in vals)}")
         out.append(f"global: admitted "
                    f"{last['global_admitted']} / ideal {float(last['global_ideal']):.0f} = "
                    f"{last['global_ratio']} (per 10 s: min {min(g, default=0):.3f}, max "
