@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "config_test_util.h"
 #include "core/limiter.h"
 #include "core/rule.h"
 #include "core/token_bucket.h"
-#include "config_test_util.h"
 
 namespace rlimit::config {
 namespace {
@@ -626,7 +626,7 @@ TEST(ConfigErrorTest, UnknownTopLevelKey) {
                         {"top level", "unknown key \"rules\"", "did you mean \"rule\""}));
   EXPECT_TRUE(
       one_error("[limits]\n", 1, 2,
-                {"unknown key \"limits\"", "daemon, cluster, http, grpc, rule, exempt"}));
+                {"unknown key \"limits\"", "daemon, cluster, redis, http, grpc, rule, exempt"}));
 }
 
 TEST(ConfigTest, FacesAreOffUnlessConfigured) {
@@ -675,11 +675,14 @@ TEST(ConfigTest, ReadyAfterSeedsUnreachable) {
 }
 
 TEST(ConfigErrorTest, BadFaceSettingsAreLocated) {
-  EXPECT_TRUE(one_error("[http]\ndeny_status = 500\n", 2, 15, {"http: deny_status 500", "429 or 403"}));
+  EXPECT_TRUE(
+      one_error("[http]\ndeny_status = 500\n", 2, 15, {"http: deny_status 500", "429 or 403"}));
   EXPECT_TRUE(one_error("[http]\nlisten = \"localhost\"\n", 2, 10, {"http: listen", "port"}));
-  EXPECT_TRUE(one_error("[http]\nlsten = \"a:1\"\n", 2, 1, {"http: unknown key", "did you mean \"listen\""}));
+  EXPECT_TRUE(one_error("[http]\nlsten = \"a:1\"\n", 2, 1,
+                        {"http: unknown key", "did you mean \"listen\""}));
   EXPECT_TRUE(one_error("[grpc]\nmax_pending = 0\n", 2, 15, {"grpc: max_pending 0", "at least 1"}));
-  EXPECT_TRUE(one_error("[grpc]\nunix_socket = \"\"\n", 2, 15, {"grpc: unix_socket", "path of 1 to"}));
+  EXPECT_TRUE(
+      one_error("[grpc]\nunix_socket = \"\"\n", 2, 15, {"grpc: unix_socket", "path of 1 to"}));
 }
 
 TEST(ConfigErrorTest, UnknownDaemonKey) {
@@ -825,10 +828,11 @@ TEST(ConfigErrorTest, EmptyDescriptorKey) {
 }
 
 TEST(ConfigErrorTest, UnknownAlgorithm) {
-  EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
-                                  "algorithm = \"leaky\"\n"),
-                        6, 13, {"rule \"r\": unknown algorithm \"leaky\"", "token_bucket",
-                                "sliding_log", "concurrency"}));
+  EXPECT_TRUE(one_error(
+      rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
+                "algorithm = \"leaky\"\n"),
+      6, 13,
+      {"rule \"r\": unknown algorithm \"leaky\"", "token_bucket", "sliding_log", "concurrency"}));
 }
 
 TEST(ConfigErrorTest, BadSocketMode) {
@@ -1272,7 +1276,7 @@ TEST(ClusterConfigErrorTest, UnknownKeysAndWrongTypes) {
 
 TEST(ClusterConfigErrorTest, BadModeAndName) {
   EXPECT_TRUE(one_error(cluster_with("mode = \"swim\"\n"), 2, 8,
-                        {"cluster: mode \"swim\": must be none, gossip or mesh"}));
+                        {"cluster: mode \"swim\": must be none, gossip, mesh or redis"}));
   EXPECT_TRUE(one_error(cluster_with("name = \"\"\n"), 2, 8,
                         {"cluster: name \"\": must be 1 to 64 characters from A-Z a-z 0-9"}));
   EXPECT_TRUE(one_error(cluster_with("name = \"a b\"\n"), 2, 8, {"cluster: name \"a b\""}));
@@ -1546,6 +1550,54 @@ TEST(SeedListTest, SplitsTrimsAndDropsEmpties) {
             (std::vector<std::string>{"[::1]:1", "[fd00::2]:2"}));
   // Entries are not checked here.
   EXPECT_EQ(split_seed_list("nope"), (std::vector<std::string>{"nope"}));
+}
+
+TEST(RedisConfigTest, EveryRedisKey) {
+  const LoadResult r = load(R"([cluster]
+mode = "redis"
+[redis]
+addresses = ["10.0.0.5:6379", "[fd00::1]:7000"]
+cluster = true
+username = "rlimit"
+password_file = "/etc/rlimitd/redis.password"
+key_prefix = "rl:"
+sync_interval = "50ms"
+connect_timeout = "1s"
+command_timeout = "250ms"
+max_writes_per_batch = 100
+max_reads_per_batch = 0
+)");
+  ASSERT_TRUE(r.ok()) << all_errors(r);
+  const RedisSettings& s = r.config.redis;
+  EXPECT_EQ(r.config.cluster.mode, ClusterMode::kRedis);
+  EXPECT_EQ(s.addresses, (std::vector<std::string>{"10.0.0.5:6379", "[fd00::1]:7000"}));
+  EXPECT_TRUE(s.cluster);
+  EXPECT_EQ(s.username, "rlimit");
+  EXPECT_EQ(s.password_file, "/etc/rlimitd/redis.password");
+  EXPECT_EQ(s.key_prefix, "rl:");
+  EXPECT_EQ(s.sync_interval_us, 50'000);
+  EXPECT_EQ(s.connect_timeout_us, 1'000'000);
+  EXPECT_EQ(s.command_timeout_us, 250'000);
+  EXPECT_EQ(s.max_writes_per_batch, 100u);
+  EXPECT_EQ(s.max_reads_per_batch, 0u);
+}
+
+TEST(RedisConfigTest, RedisModeNeedsNoSecretAndDefaultsToLocalRedis) {
+  const LoadResult r = load("[cluster]\nmode = \"redis\"\n");
+  ASSERT_TRUE(r.ok()) << all_errors(r);
+  EXPECT_EQ(r.config.redis.addresses, (std::vector<std::string>{"127.0.0.1:6379"}));
+  EXPECT_FALSE(r.config.redis.cluster);
+}
+
+TEST(RedisConfigTest, BadRedisKeysAreLocatedErrors) {
+  EXPECT_TRUE(one_error("[redis]\ntls = true\n", 2, 7, {"redis: tls", "no TLS"}));
+  EXPECT_TRUE(one_error("[redis]\naddresses = [\"nope\"]\n", 2, 14,
+                        {"redis: addresses entry \"nope\"", "missing port"}));
+  EXPECT_TRUE(one_error("[redis]\naddresses = []\n", 2, 13, {"redis: addresses", "at least one"}));
+  EXPECT_TRUE(one_error("[redis]\nsync_interval = \"0s\"\n", 2, 17, {"redis: sync_interval"}));
+  EXPECT_TRUE(
+      one_error("[redis]\nmax_writes_per_batch = 0\n", 2, 24, {"redis: max_writes_per_batch"}));
+  EXPECT_TRUE(one_error("[redis]\nhost = \"x\"\n", 2, 1, {"redis: ", "unknown key \"host\""}));
 }
 
 }  // namespace
