@@ -47,6 +47,43 @@ std::optional<std::string> from_hex(std::string_view hex) {
   return out;
 }
 
+// The origin is a node id from a config file or from a peer: any bytes. In
+// the header it is one line, so a line break (and the backslash that
+// escapes) is written escaped: \n, \r and \\. Reading takes any other
+// backslash as it is, so a file written before reads the same unless its
+// origin held a backslash followed by n, r or a backslash.
+std::string escape_origin(std::string_view origin) {
+  std::string out;
+  out.reserve(origin.size());
+  for (const char c : origin) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string unescape_origin(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char next = i + 1 < text.size() ? text[i + 1] : '\0';
+    if (text[i] == '\\' && (next == '\\' || next == 'n' || next == 'r')) {
+      out.push_back(next == 'n' ? '\n' : next == 'r' ? '\r' : '\\');
+      ++i;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
 std::string errno_text(std::string_view what, const std::string& path) {
   return std::string(what) + " " + path + ": " + std::strerror(errno);
 }
@@ -78,7 +115,7 @@ std::string to_hex(std::string_view bytes) {
 std::string format_state_file(const RulesDocument& document) {
   std::string out(kHeaderFirstLine);
   out += "# version = " + std::to_string(document.version.version) + "\n";
-  out += "# origin = " + document.version.origin + "\n";
+  out += "# origin = " + escape_origin(document.version.origin) + "\n";
   out += "# digest = " + to_hex(document.version.digest) + "\n";
   out += document.text;
   return out;
@@ -103,7 +140,7 @@ std::optional<RulesDocument> parse_state_file(std::string_view contents, std::st
     error = "malformed rlimit rules state header";
     return std::nullopt;
   }
-  document.version.origin = std::string(*origin);
+  document.version.origin = unescape_origin(*origin);
   document.version.digest = std::move(*digest);
   document.text = std::string(rest);
   if (sha256(document.text) != document.version.digest) {
