@@ -5,9 +5,8 @@
 // Records (fuzz_records.h): a selector, then the Authorization header, the
 // document, and a peer's origin id. Properties: every HTTP answer is JSON;
 // a document in force has a digest of its text (and, applied here, the
-// canonical text); the state
-// file written for it reads back to the same document; a state file that
-// parses writes back to itself.
+// canonical text); the state file written for it reads back to the same
+// document, and so does one written for any state file that parses.
 #include <spdlog/spdlog.h>
 
 #include <boost/json.hpp>
@@ -68,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string error;
     const std::optional<RulesDocument> parsed = rlimit::shell::parse_state_file(document, error);
     if (parsed) {
-      FUZZ_CHECK(rlimit::shell::format_state_file(*parsed) == document);
+      state_file_round_trip(*parsed);  // not byte for byte: an old file's origin is not escaped
     } else {
       FUZZ_CHECK(!error.empty());
     }
