@@ -56,6 +56,7 @@ void check_reply(const redisReply* reply) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   redisReader* reader = redisReaderCreate();
   FUZZ_CHECK(reader != nullptr);
+  rlimit::shell::bound_reply_arrays(reader);  // as RedisStore's connections are
   if (redisReaderFeed(reader, reinterpret_cast<const char*>(data), size) == REDIS_OK) {
     // Every reply the bytes hold; a bound so a run always ends.
     for (std::size_t replies = 0; replies <= size; ++replies) {

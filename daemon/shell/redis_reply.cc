@@ -11,6 +11,22 @@ namespace {
 
 std::size_t decimal_digits(long long value) { return std::to_string(value).size(); }
 
+// hiredis's own functions (every reader starts with the same table), with
+// createArray refusing what is above the bound.
+redisReplyObjectFunctions* bounded_functions(const redisReplyObjectFunctions* defaults) {
+  static const redisReplyObjectFunctions* const base = defaults;
+  // Not const only because hiredis's reader holds a non-const pointer.
+  static redisReplyObjectFunctions bounded = [] {
+    redisReplyObjectFunctions functions = *base;
+    functions.createArray = [](const redisReadTask* task, int elements) -> void* {
+      if (elements > kMaxReplyArrayElements) return nullptr;  // the reader's REDIS_ERR_OOM
+      return base->createArray(task, elements);
+    };
+    return functions;
+  }();
+  return &bounded;
+}
+
 }  // namespace
 
 std::optional<DecodedFields> decode_hash_reply(const redisReply* reply) {
@@ -32,6 +48,11 @@ std::optional<DecodedFields> decode_hash_reply(const redisReply* reply) {
   DecodedFields decoded = decode_fields(flat);
   decoded.skipped += not_strings + (reply->elements % 2);
   return decoded;
+}
+
+void bound_reply_arrays(redisReader* reader) {
+  if (reader == nullptr || reader->fn == nullptr) return;
+  reader->fn = bounded_functions(reader->fn);
 }
 
 std::size_t resp_encoded_size(const redisReply* reply) {

@@ -270,6 +270,7 @@ struct RedisStore::Impl {
     }
     redisSetTimeout(context, to_timeval(options.command_timeout_ms));
     redisEnableKeepAlive(context);
+    bound_reply_arrays(context->reader);
     // AUTH and SCRIPT LOAD in one round trip.
     const bool auth = !options.password.empty();
     if (auth && !options.username.empty()) {

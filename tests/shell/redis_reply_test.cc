@@ -3,6 +3,10 @@
 #include "shell/redis_reply.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <string>
+#include <utility>
 
 #include "redis_resp.h"
 
@@ -59,6 +63,34 @@ TEST(RedisReply, NotAnArrayIsRefused) {
   EXPECT_FALSE(decode_hash_reply(nullptr));
   EXPECT_EQ(resp_encoded_size(nullptr), 0u);
   EXPECT_EQ(resp_encoded_size(parse_resp(":-12\r\n").get()), 6u);
+}
+
+// Found by fuzz_redis_reply: "*163844282\r\n" (12 bytes from the server) made
+// hiredis allocate 1.3 GB of element pointers before any element arrived.
+TEST(RedisReplyTest, AnArrayAboveTheBoundIsRefusedBeforeItIsAllocated) {
+  const auto read_one = [](const std::string& resp, void** reply) {
+    redisReader* reader = redisReaderCreate();
+    bound_reply_arrays(reader);
+    EXPECT_EQ(redisReaderFeed(reader, resp.data(), resp.size()), REDIS_OK);
+    const int status = redisReaderGetReply(reader, reply);
+    const int err = reader->err;
+    redisReaderFree(reader);
+    return std::pair{status, err};
+  };
+  void* reply = nullptr;
+  const auto [refused, refused_err] =
+      read_one("*" + std::to_string(kMaxReplyArrayElements + 1) + "\r\n", &reply);
+  EXPECT_EQ(refused, REDIS_ERR);
+  EXPECT_EQ(refused_err, REDIS_ERR_OOM);
+  EXPECT_EQ(reply, nullptr);
+  EXPECT_EQ(read_one("*163844282\r\n", &reply).first, REDIS_ERR);
+
+  // Below the bound, arrays read as before.
+  const auto [read, read_err] = read_one("*2\r\n:1\r\n$1\r\nx\r\n", &reply);
+  ASSERT_EQ(read, REDIS_OK);
+  ASSERT_NE(reply, nullptr);
+  EXPECT_EQ(static_cast<redisReply*>(reply)->elements, 2u);
+  freeReplyObject(reply);
 }
 
 }  // namespace
