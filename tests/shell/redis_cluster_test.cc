@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "redis_resp.h"
+#include "support/redis_resp.h"
 
 namespace rlimit::shell {
 namespace {

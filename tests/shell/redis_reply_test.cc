@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "redis_resp.h"
+#include "support/redis_resp.h"
 
 namespace rlimit::shell {
 namespace {

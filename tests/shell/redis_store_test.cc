@@ -24,11 +24,13 @@
 #include <thread>
 #include <vector>
 
-#include "redis_resp.h"
 #include "shell/redis_cluster.h"
 #include "shell/redis_hash_codec.h"
 #include "support/daemon_process.h"
+#include "support/redis_cluster_process.h"
+#include "support/redis_inspector.h"
 #include "support/redis_process.h"
+#include "support/redis_resp.h"
 
 namespace rlimit::shell {
 namespace {
@@ -81,45 +83,7 @@ const core::StoreKey* find_key(const core::StoreResult& result, const std::strin
   return nullptr;
 }
 
-// A plain hiredis connection for looking at what the store left in Redis.
-class Inspector {
- public:
-  explicit Inspector(int port, const std::string& password = "") {
-    timeval tv{2, 0};
-    context_ = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (context_ != nullptr && context_->err == 0) redisSetTimeout(context_, tv);
-    if (!password.empty()) command({"AUTH", password});
-  }
-  ~Inspector() {
-    if (context_ != nullptr) redisFree(context_);
-  }
-  Reply command(const std::vector<std::string>& args) {
-    if (context_ == nullptr || context_->err != 0) return nullptr;
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lengths;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lengths.push_back(a.size());
-    }
-    return Reply(static_cast<redisReply*>(
-        redisCommandArgv(context_, static_cast<int>(args.size()), argv.data(), lengths.data())));
-  }
-  std::string text(const std::vector<std::string>& args) {
-    Reply r = command(args);
-    if (!r) return "(no reply)";
-    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
-    if (r->type == REDIS_REPLY_NIL) return "(nil)";
-    if (r->str != nullptr) return std::string(r->str, r->len);
-    return "(array)";
-  }
-  long long integer(const std::vector<std::string>& args) {
-    Reply r = command(args);
-    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1000;
-  }
-
- private:
-  redisContext* context_ = nullptr;
-};
+using Inspector = rlimit::testing::RedisInspector;
 
 class RedisStoreTest : public ::testing::Test {
  protected:
@@ -609,35 +573,9 @@ class RedisClusterStoreTest : public ::testing::Test {
 
   void SetUp() override {
     if (!rlimit::testing::redis_available()) GTEST_SKIP() << "redis-server not installed";
-    std::vector<std::string> create = {rlimit::testing::kRedisCliPath, "--cluster", "create"};
-    for (int i = 0; i < kMasters; ++i) {
-      const int port = free_port();
-      const int bus_port = free_port();
-      ASSERT_GT(port, 0);
-      ASSERT_GT(bus_port, 0);
-      ports_.push_back(port);
-      nodes_.push_back(std::make_unique<RedisProcess>(
-          dir_.path(), port,
-          std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                   "nodes-" + std::to_string(port) + ".conf", "--cluster-port",
-                                   std::to_string(bus_port), "--cluster-node-timeout", "15000"}));
-      create.push_back("127.0.0.1:" + std::to_string(port));
-    }
-    for (auto& node : nodes_) ASSERT_TRUE(node->wait_ready()) << node->log();
-    create.push_back("--cluster-yes");
-    const auto created = rlimit::testing::run_program(create, 30s);
-    ASSERT_EQ(created.exit_code, 0) << created.output;
-    ASSERT_TRUE(eventually(
-        [&] {
-          for (const int port : ports_) {
-            if (Inspector(port).text({"CLUSTER", "INFO"}).find("cluster_state:ok") ==
-                std::string::npos) {
-              return false;
-            }
-          }
-          return true;
-        },
-        20s));
+    cluster_ = std::make_unique<rlimit::testing::RedisClusterProcess>(dir_.path(), kMasters, 0);
+    ASSERT_EQ(cluster_->start(), "");
+    ports_ = cluster_->ports();
   }
 
   RedisStoreOptions options() const {
@@ -652,22 +590,14 @@ class RedisClusterStoreTest : public ::testing::Test {
 
   // The port of the master serving the store key `key` (prefix "rlimit:").
   int owner_port(const std::string& key) {
-    Reply slots = Inspector(ports_[0]).command({"CLUSTER", "SLOTS"});
-    const int s = redis_key_slot("rlimit:" + key);
-    for (std::size_t i = 0; slots && i < slots->elements; ++i) {
-      const redisReply* range = slots->element[i];
-      if (range->element[0]->integer <= s && s <= range->element[1]->integer) {
-        return static_cast<int>(range->element[2]->element[1]->integer);
-      }
-    }
-    return -1;
+    return cluster_->owner_of_slot(redis_key_slot("rlimit:" + key), ports_[0]);
   }
 
   std::string node_id(int port) { return Inspector(port).text({"CLUSTER", "MYID"}); }
 
   TempDir dir_;
+  std::unique_ptr<rlimit::testing::RedisClusterProcess> cluster_;
   std::vector<int> ports_;
-  std::vector<std::unique_ptr<RedisProcess>> nodes_;
 };
 
 TEST_F(RedisClusterStoreTest, KeySlotsAgreeWithRedis) {
@@ -786,7 +716,7 @@ TEST_F(RedisClusterStoreTest, AMasterDownFailsOnlyItsKeys) {
     if (owner_port(w.key) == dead) dead_keys.insert(w.key);
   }
   ASSERT_FALSE(dead_keys.empty());
-  nodes_[2]->kill();
+  cluster_->server(dead).kill();
   core::StoreResult result = run(store, batch(writes));
   EXPECT_FALSE(result.ok);
   EXPECT_EQ(std::set<std::string>(result.failed_writes.begin(), result.failed_writes.end()),
