@@ -14,12 +14,17 @@
 //           start moves --churn-keys-per-s, each key demanded far below U:
 //           ideal is that every answered check is admitted.
 //
+// With --stats-log every write is also appended to a file, one JSON object
+// per line, with the largest count any one hot user was admitted since the
+// previous line (hot_user_max_window): the worst window per key.
+//
 // The ideals hold while the demand stays above the limits, which the rates
 // must ensure with a node down too (scripts/soak.sh picks them). A check a
 // node could not answer (down, timed out) counts as unavailable, never as
 // admitted (the client fails open, but the soak counts what rlimitd decided).
 //
-// Usage: rlimit-soak-load --socket PATH... --stats FILE [--seconds S] [rates]
+// Usage: rlimit-soak-load --socket PATH... --stats FILE [--stats-log FILE]
+//        [--seconds S] [rates]
 // Stops after --seconds or on SIGTERM/SIGINT, writing the stats a last time.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -51,6 +56,7 @@ enum Outcome { kAdmitted, kDenied, kUnavailable, kOther, kOutcomes };
 struct Settings {
   std::vector<std::string> sockets;
   std::string stats_path;
+  std::string stats_log_path;  // "" for none
   double seconds = 60;
   double global_rate = 300, global_limit = 100, global_burst = 100;
   double hot_rate = 450, user_limit = 5, user_burst = 5;
@@ -64,8 +70,11 @@ struct Settings {
 
 // Cumulative counts, shared by the node threads (relaxed: only totals matter).
 struct Counts {
+  explicit Counts(int hot_users) : hot_admitted_by_user(static_cast<std::size_t>(hot_users)) {}
   std::array<std::array<std::atomic<std::uint64_t>, kOutcomes>, kClasses> by_class{};
   std::atomic<std::uint64_t> skipped{0};  // checks not sent because a thread fell behind
+  // Admitted per hot user index (the names of one epoch share the indexes).
+  std::vector<std::atomic<std::uint64_t>> hot_admitted_by_user;
 };
 
 // The bound on catching up: a thread more than this behind its schedule
@@ -106,6 +115,7 @@ void drive_node(const Settings& s, std::size_t node, Clock::time_point start, Co
   std::array<std::uint64_t, kClasses> sent{};
   std::vector<rlimit::CheckRequest> batch;
   std::vector<Class> batch_class;
+  std::vector<std::uint64_t> batch_user;  // the hot user's index, for kHot
   auto next_tick = start;
   while (!g_stop.load(std::memory_order_relaxed)) {
     next_tick += kTick;
@@ -114,6 +124,7 @@ void drive_node(const Settings& s, std::size_t node, Clock::time_point start, Co
     if (t >= s.seconds) break;
     batch.clear();
     batch_class.clear();
+    batch_user.clear();
     for (int c = 0; c < kClasses; ++c) {
       const auto due = static_cast<std::uint64_t>(rate_per_s[c] * t);
       const auto backlog_bound = static_cast<std::uint64_t>(rate_per_s[c] * kMaxBacklogS) + 1;
@@ -123,12 +134,13 @@ void drive_node(const Settings& s, std::size_t node, Clock::time_point start, Co
       }
       for (; sent[c] < due && batch.size() < kMaxBatch; ++sent[c]) {
         rlimit::CheckRequest request;
+        std::uint64_t user = 0;
         if (c == kGlobal) {
           request.descriptors = {{"soak", "global"}};
         } else if (c == kHot) {
           const auto epoch = static_cast<std::uint64_t>(t / s.hot_rotate_s);
           // Users in turn, offset by node, so every user is demanded from every node.
-          const std::uint64_t user = (sent[c] + node) % static_cast<std::uint64_t>(s.hot_users);
+          user = (sent[c] + node) % static_cast<std::uint64_t>(s.hot_users);
           request.descriptors = {{"user", "hot-" + decimal(epoch) + "-" + decimal(user)}};
         } else {
           const auto window_start = static_cast<std::uint64_t>(s.churn_keys_per_s * t);
@@ -136,6 +148,7 @@ void drive_node(const Settings& s, std::size_t node, Clock::time_point start, Co
         }
         batch.push_back(std::move(request));
         batch_class.push_back(static_cast<Class>(c));
+        batch_user.push_back(user);
       }
     }
     if (batch.empty()) continue;
@@ -151,6 +164,9 @@ void drive_node(const Settings& s, std::size_t node, Clock::time_point start, Co
         }
       }
       counts.by_class[batch_class[i]][outcome].fetch_add(1, std::memory_order_relaxed);
+      if (outcome == kAdmitted && batch_class[i] == kHot) {
+        counts.hot_admitted_by_user[batch_user[i]].fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
 }
@@ -166,14 +182,31 @@ double hot_ideal(const Settings& s, double t) {
   return ideal;
 }
 
+// The largest count a hot user was admitted since `last` (per user index),
+// which it then updates.
+std::uint64_t hot_user_max_since(const Counts& counts, std::vector<std::uint64_t>& last) {
+  std::uint64_t max = 0;
+  for (std::size_t u = 0; u < last.size(); ++u) {
+    const std::uint64_t now = counts.hot_admitted_by_user[u].load(std::memory_order_relaxed);
+    max = std::max(max, now - last[u]);
+    last[u] = now;
+  }
+  return max;
+}
+
 // Writes the counts as one JSON object to `path` (through a temporary file
-// and a rename, so a reader never sees half of it).
-bool write_stats(const Settings& s, const Counts& counts, double t) {
+// and a rename, so a reader never sees half of it), and appends it to the
+// stats log when there is one. `last_by_user` is what the hot users had at
+// the previous write.
+bool write_stats(const Settings& s, const Counts& counts, double t,
+                 std::vector<std::uint64_t>& last_by_user) {
   const std::string temp = s.stats_path + ".tmp";
   std::FILE* f = std::fopen(temp.c_str(), "w");
   if (f == nullptr) return false;
   std::fprintf(f, "{\"elapsed_s\": %.3f, \"skipped\": %llu", t,
                static_cast<unsigned long long>(counts.skipped.load()));
+  std::fprintf(f, ", \"hot_user_max_window\": %llu",
+               static_cast<unsigned long long>(hot_user_max_since(counts, last_by_user)));
   std::fprintf(f, ", \"global_ideal\": %.1f, \"hot_ideal\": %.1f",
                s.global_burst + s.global_limit * t, hot_ideal(s, t));
   static constexpr std::array<const char*, kOutcomes> kOutcomeNames = {"admitted", "denied",
@@ -185,8 +218,20 @@ bool write_stats(const Settings& s, const Counts& counts, double t) {
     }
   }
   std::fprintf(f, "}\n");
-  const bool ok = std::fclose(f) == 0;
-  return ok && std::rename(temp.c_str(), s.stats_path.c_str()) == 0;
+  bool ok = std::fclose(f) == 0 && std::rename(temp.c_str(), s.stats_path.c_str()) == 0;
+  if (ok && !s.stats_log_path.empty()) {  // the same line, appended
+    std::FILE* in = std::fopen(s.stats_path.c_str(), "r");
+    std::FILE* log = std::fopen(s.stats_log_path.c_str(), "a");
+    char buffer[4096];
+    std::size_t n = 0;
+    while (in != nullptr && log != nullptr && (n = std::fread(buffer, 1, sizeof(buffer), in)) > 0) {
+      ok = ok && std::fwrite(buffer, 1, n, log) == n;
+    }
+    ok = ok && in != nullptr && log != nullptr;
+    if (in != nullptr) std::fclose(in);
+    if (log != nullptr) ok = std::fclose(log) == 0 && ok;
+  }
+  return ok;
 }
 
 }  // namespace
@@ -196,6 +241,7 @@ int main(int argc, char** argv) {
   Settings s;
   app.add_option("--socket", s.sockets, "rlimitd socket (one thread each)")->required();
   app.add_option("--stats", s.stats_path, "JSON counts written here every second")->required();
+  app.add_option("--stats-log", s.stats_log_path, "each second's counts appended here too");
   app.add_option("--seconds", s.seconds, "run this long")->check(CLI::PositiveNumber);
   app.add_option("--global-rate", s.global_rate, "checks/s on the global key (all nodes)");
   app.add_option("--global-limit", s.global_limit, "soak-global's limit per second");
@@ -214,7 +260,8 @@ int main(int argc, char** argv) {
 
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  Counts counts;
+  Counts counts(s.hot_users);
+  std::vector<std::uint64_t> last_by_user(static_cast<std::size_t>(s.hot_users), 0);
   const auto start = Clock::now();
   std::vector<std::thread> threads;
   for (std::size_t node = 0; node < s.sockets.size(); ++node) {
@@ -228,12 +275,12 @@ int main(int argc, char** argv) {
         std::min(next_write, start + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(s.seconds))));
     t = std::min(s.seconds, std::chrono::duration<double>(Clock::now() - start).count());
-    if (!write_stats(s, counts, t)) {
+    if (!write_stats(s, counts, t, last_by_user)) {
       std::fprintf(stderr, "rlimit-soak-load: cannot write %s\n", s.stats_path.c_str());
     }
   }
   g_stop.store(true);
   for (std::thread& thread : threads) thread.join();
   t = std::min(s.seconds, std::chrono::duration<double>(Clock::now() - start).count());
-  return write_stats(s, counts, t) ? 0 : 1;
+  return write_stats(s, counts, t, last_by_user) ? 0 : 1;
 }
