@@ -150,6 +150,11 @@ Outcome Dispatcher::handle(const v1::Request& request, core::TimeUs now, v1::Res
         return set_error(response, v1::Error::NOT_ALLOWED, "this daemon serves no rules API",
                          /*close=*/false);
       }
+      if (request.rules().action() == v1::RulesRequest::APPLY && rules_->persists_in_background()) {
+        Outcome outcome;
+        outcome.rules_apply = true;
+        return outcome;
+      }
       answer_rules_request(*rules_, request.rules(), *response.mutable_rules());
       return {};
     case v1::Request::BODY_NOT_SET:

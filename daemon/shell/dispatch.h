@@ -41,6 +41,10 @@ class Dispatcher {
   struct Outcome {
     bool error = false;  // the response is an Error; its message says why
     bool close = false;  // the stream cannot be trusted any more: close it
+    // A rules apply that finishes later (the rules service persists in the
+    // background): the session awaits it (rules_await.h) and fills the
+    // response's rules body, then sends it.
+    bool rules_apply = false;
   };
 
   // Every argument must outlive the Dispatcher. `settings` is read on each
@@ -80,6 +84,7 @@ class Dispatcher {
   // Answers rules requests (rules_service.h); until set they are refused
   // with NOT_ALLOWED. Must outlive the Dispatcher.
   void set_rules_service(RulesService* rules) { rules_ = rules; }
+  RulesService* rules_service() const { return rules_; }
 
   // How long answers took, per face: each face times its own requests (the
   // Dispatcher reads no clock) and /metrics reports them.

@@ -212,7 +212,12 @@ asio::awaitable<void> HttpServer::serve(std::shared_ptr<Connection> connection) 
             if (field == request.end()) return std::nullopt;
             return std::string_view(field->value().data(), field->value().size());
           }};
-      answer = handler_(view);
+      const std::string_view path = view.target.substr(0, view.target.find('?'));
+      if (awaited_handler_ && path == awaited_path_) {
+        answer = co_await awaited_handler_(view);
+      } else {
+        answer = handler_(view);
+      }
     }
     http::response<http::string_body> response{static_cast<http::status>(answer.status), version};
     response.set(http::field::server, "rlimitd/" RLIMIT_VERSION);

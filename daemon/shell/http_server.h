@@ -27,6 +27,10 @@ class HttpServer {
  public:
   // Answers one request.
   using Handler = std::function<HttpAnswer(const HttpRequestView& request)>;
+  // Answers one request later (awaiting work done off the event loop; the
+  // connection waits, nothing else does).
+  using AwaitedHandler =
+      std::function<boost::asio::awaitable<HttpAnswer>(const HttpRequestView& request)>;
 
   // `settings` and `counters` must outlive the server.
   HttpServer(boost::asio::io_context& io, const config::HttpSettings& settings,
@@ -38,6 +42,12 @@ class HttpServer {
   // Binds settings.listen and starts accepting; false with `error` set when
   // the address does not resolve or cannot be bound.
   bool start(std::string& error);
+  // Requests for `path` (the target up to '?') are answered by `handler`
+  // instead (the rules API's applies). Set before start.
+  void set_awaited_path(std::string path, AwaitedHandler handler) {
+    awaited_path_ = std::move(path);
+    awaited_handler_ = std::move(handler);
+  }
   // Stops accepting and closes every connection. Idempotent.
   void stop();
   // The address bound ("127.0.0.1:8081"; port 0 in the file shows the port
@@ -53,6 +63,8 @@ class HttpServer {
   const config::HttpSettings& settings_;
   ShellCounters& counters_;
   Handler handler_;
+  std::string awaited_path_;
+  AwaitedHandler awaited_handler_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Connection>> connections_;
   std::uint64_t next_connection_id_ = 1;

@@ -259,7 +259,7 @@ RulesService::Outcome RulesService::validate(std::string_view text, std::string_
   return outcome;
 }
 
-RulesService::Outcome RulesService::apply(std::string_view text, std::string_view name) {
+void RulesService::apply(std::string_view text, std::string_view name, Done done) {
   config::LoadResult loaded = config::load_rules(text, name, options_.load);
   if (!loaded.ok()) {
     ++counters_.applies_invalid;
@@ -267,7 +267,8 @@ RulesService::Outcome RulesService::apply(std::string_view text, std::string_vie
     outcome.status = Status::kInvalid;
     outcome.errors = std::move(loaded.errors);
     outcome.message = "the rules document is not valid; nothing changed";
-    return outcome;
+    done(std::move(outcome));
+    return;
   }
   if (options_.max_text_bytes != 0 && loaded.config.rules_text.size() > options_.max_text_bytes) {
     ++counters_.applies_invalid;
@@ -277,39 +278,43 @@ RulesService::Outcome RulesService::apply(std::string_view text, std::string_vie
                       " bytes; [cluster] max_rules_bytes is " +
                       std::to_string(options_.max_text_bytes) +
                       " (peers would refuse it); nothing changed";
-    return outcome;
+    done(std::move(outcome));
+    return;
   }
-  // A Lamport clock: above every version this node has seen anywhere.
-  std::uint64_t known = current_.version.version;
+  // A Lamport clock: above every version this node has seen anywhere,
+  // including one still being persisted here.
+  std::uint64_t known = newest().version;
   if (max_version_seen_) known = std::max(known, max_version_seen_());
   RulesDocument document;
   document.text = loaded.config.rules_text;
   document.version = core::RulesVersion{known + 1, options_.node_id, sha256(document.text)};
-  Outcome outcome = install(std::move(document), std::move(loaded));
-  if (outcome.status == Status::kOk) {
-    ++counters_.applies;
-    spdlog::info(
-        "rules: applied version {} from {} here ({} kept, {} changed, {} added, {} "
-        "removed)",
-        current_.version.version, current_.version.origin, outcome.summary.kept,
-        outcome.summary.changed, outcome.summary.added, outcome.summary.removed);
-  }
-  return outcome;
+  install(std::move(document), std::move(loaded), [this, done = std::move(done)](Outcome outcome) {
+    if (outcome.status == Status::kOk) {
+      ++counters_.applies;
+      spdlog::info(
+          "rules: applied version {} from {} here ({} kept, {} changed, {} added, {} "
+          "removed)",
+          current_.version.version, current_.version.origin, outcome.summary.kept,
+          outcome.summary.changed, outcome.summary.added, outcome.summary.removed);
+    }
+    done(std::move(outcome));
+  });
 }
 
-RulesService::Outcome RulesService::apply_received(const core::RulesVersion& version,
-                                                   std::string_view text, std::string_view from) {
-  const std::string name = "rules version " + std::to_string(version.version) + " from " +
-                           version.origin + " (via " + std::string(from) + ")";
+void RulesService::apply_received(const core::RulesVersion& version, std::string_view text,
+                                  std::string_view from, Done done) {
+  std::string name = "rules version " + std::to_string(version.version) + " from " +
+                     version.origin + " (via " + std::string(from) + ")";
   Outcome outcome;
-  if (!version.newer_than(current_.version)) return outcome;  // overtaken meanwhile: moot
+  // Overtaken meanwhile (by what is in force or being persisted): moot.
+  if (!version.newer_than(newest())) return done(std::move(outcome));
   if (sha256(text) != version.digest) {
     ++counters_.received_refused;
     outcome.status = Status::kInvalid;
     outcome.message = name + ": the text does not match its digest";
     spdlog::error("rules: {}; keeping version {} from {}", outcome.message,
                   current_.version.version, current_.version.origin);
-    return outcome;
+    return done(std::move(outcome));
   }
   config::LoadResult loaded = config::load_rules(text, name, options_.load);
   if (!loaded.ok()) {
@@ -320,43 +325,94 @@ RulesService::Outcome RulesService::apply_received(const core::RulesVersion& ver
     outcome.message = name + " is not valid here";
     spdlog::error("rules: {}; keeping version {} from {} (this node keeps advertising it)",
                   outcome.message, current_.version.version, current_.version.origin);
-    return outcome;
+    return done(std::move(outcome));
   }
   RulesDocument document{version, std::string(text)};
-  outcome = install(std::move(document), std::move(loaded));
-  if (outcome.status == Status::kOk) {
-    ++counters_.received_applied;
-    spdlog::info("rules: {} applied ({} kept, {} changed, {} added, {} removed)", name,
-                 outcome.summary.kept, outcome.summary.changed, outcome.summary.added,
-                 outcome.summary.removed);
-  }
-  return outcome;
+  install(std::move(document), std::move(loaded),
+          [this, name = std::move(name), done = std::move(done)](Outcome outcome) {
+            if (outcome.status == Status::kOk) {
+              ++counters_.received_applied;
+              spdlog::info("rules: {} applied ({} kept, {} changed, {} added, {} removed)", name,
+                           outcome.summary.kept, outcome.summary.changed, outcome.summary.added,
+                           outcome.summary.removed);
+            }
+            done(std::move(outcome));
+          });
 }
 
-RulesService::Outcome RulesService::install(RulesDocument document, config::LoadResult loaded) {
-  Outcome outcome;
-  if (!options_.state_file.empty()) {
-    if (std::optional<std::string> failed =
-            write_file_atomically(options_.state_file, format_state_file(document))) {
+namespace {
+
+// Runs an apply whose Done is called before it returns (the synchronous
+// Persist).
+template <typename Start>
+RulesService::Outcome answered_at_once(bool synchronous, Start&& start) {
+  RulesService::Outcome result;
+  if (!synchronous) {
+    result.status = RulesService::Status::kFailed;
+    result.message =
+        "rules not applied: the state file is written in the background; "
+        "use the asynchronous apply";
+    return result;
+  }
+  start([&result](RulesService::Outcome outcome) { result = std::move(outcome); });
+  return result;
+}
+
+}  // namespace
+
+RulesService::Outcome RulesService::apply(std::string_view text, std::string_view name) {
+  return answered_at_once(persist_is_synchronous_,
+                          [&](Done done) { apply(text, name, std::move(done)); });
+}
+
+RulesService::Outcome RulesService::apply_received(const core::RulesVersion& version,
+                                                   std::string_view text, std::string_view from) {
+  return answered_at_once(persist_is_synchronous_,
+                          [&](Done done) { apply_received(version, text, from, std::move(done)); });
+}
+
+void RulesService::install(RulesDocument document, config::LoadResult loaded, Done done) {
+  auto put_in_force = [this](RulesDocument document, core::RuleSet rules) {
+    Outcome outcome;
+    outcome.summary = install_(std::move(rules));
+    current_ = std::move(document);
+    if (changed_) changed_(current_);
+    return outcome;
+  };
+  if (options_.state_file.empty()) {
+    return done(put_in_force(std::move(document), std::move(loaded.config.rules)));
+  }
+  // Persisted before it is put in force: a restart never runs rules older
+  // than what this node answered "applied" to. Until the file is written
+  // the rules in force stay, and checks go on being answered.
+  ++in_progress_;
+  newest_in_progress_ = document.version;
+  std::string contents = format_state_file(document);
+  Persisted persisted = [this, put_in_force, document = std::move(document),
+                         rules = std::move(loaded.config.rules),
+                         done = std::move(done)](std::optional<std::string> failed) mutable {
+    --in_progress_;
+    if (failed) {
       ++counters_.persist_failures;
+      Outcome outcome;
       outcome.status = Status::kFailed;
       outcome.message = "rules not applied: cannot persist them: " + *failed;
       spdlog::error("rules: {}; version {} from {} stays in force", outcome.message,
                     current_.version.version, current_.version.origin);
-      return outcome;
+      return done(std::move(outcome));
     }
-  }
-  outcome.summary = install_(std::move(loaded.config.rules));
-  current_ = std::move(document);
-  if (changed_) changed_(current_);
-  return outcome;
+    // Persists finish in the order asked and each was newer than the one
+    // before, so this one is newer than what is in force.
+    done(put_in_force(std::move(document), std::move(rules)));
+  };
+  if (persist_) return persist_(std::move(contents), std::move(persisted));
+  persisted(write_file_atomically(options_.state_file, contents));
 }
 
 void answer_rules_request(RulesService& rules, const v1::RulesRequest& request,
                           v1::RulesResponse& response) {
-  response.Clear();
-  const std::string name = request.name().empty() ? "<rules>" : request.name();
   RulesService::Outcome outcome;
+  const std::string name = request.name().empty() ? "<rules>" : request.name();
   switch (request.action()) {
     case v1::RulesRequest::VALIDATE:
       outcome = rules.validate(request.text(), name);
@@ -367,6 +423,12 @@ void answer_rules_request(RulesService& rules, const v1::RulesRequest& request,
     default:  // SHOW, or an action from a newer client: show
       break;
   }
+  fill_rules_response(rules, request, outcome, response);
+}
+
+void fill_rules_response(const RulesService& rules, const v1::RulesRequest& request,
+                         const RulesService::Outcome& outcome, v1::RulesResponse& response) {
+  response.Clear();
   switch (outcome.status) {
     case RulesService::Status::kOk:
       response.set_status(v1::RulesResponse::OK);
@@ -439,8 +501,10 @@ bool token_matches(std::optional<std::string_view> header, std::string_view toke
 
 }  // namespace
 
-HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,
-                             const HttpRequestView& request, std::string_view token) {
+std::optional<HttpAnswer> answer_rules_http_before_apply(RulesService& rules,
+                                                         RulesCounters& counters,
+                                                         const HttpRequestView& request,
+                                                         std::string_view token) {
   if (request.method != "GET" && request.method != "PUT") {
     HttpAnswer answer = http_error(405, "use GET to read the rules or PUT to apply a document");
     answer.headers.emplace_back("Allow", "GET, PUT");
@@ -453,13 +517,18 @@ HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,
     return answer;
   }
   ++counters.http_requests;
-  json::object body;
   if (request.method == "GET") {
+    json::object body;
     add_version(rules.current(), body);
     body["text"] = rules.current().text;
     return json_answer(200, body);
   }
-  const RulesService::Outcome outcome = rules.apply(request.body, "<http body>");
+  return std::nullopt;
+}
+
+HttpAnswer answer_rules_http_applied(const RulesService& rules,
+                                     const RulesService::Outcome& outcome) {
+  json::object body;
   unsigned status = 200;
   switch (outcome.status) {
     case RulesService::Status::kOk:
@@ -491,6 +560,15 @@ HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,
     body["errors"] = std::move(errors);
   }
   return json_answer(status, body);
+}
+
+HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,
+                             const HttpRequestView& request, std::string_view token) {
+  if (std::optional<HttpAnswer> answer =
+          answer_rules_http_before_apply(rules, counters, request, token)) {
+    return std::move(*answer);
+  }
+  return answer_rules_http_applied(rules, rules.apply(request.body, "<http body>"));
 }
 
 std::optional<std::string> read_token_file(const std::string& path, std::string& error) {

@@ -4,8 +4,10 @@
 // reload (the install function the server passes: Limiter::replace_rules,
 // state kept for unchanged rules), persists them atomically to [daemon]
 // rules_state_file, and tells the cluster what is now in force. The version
-// order and the transfer between nodes live in core/rules_sync.h. No Asio;
-// not thread-safe (the event loop's).
+// order and the transfer between nodes live in core/rules_sync.h. The file is
+// written by a Persist function: synchronously by default, off the event loop
+// in the daemon (state_file_writer.h), so applies finish later, in the order
+// asked. No Asio; not thread-safe (the event loop's).
 #pragma once
 
 #include <cstdint>
@@ -108,6 +110,11 @@ class RulesService {
   using Install = std::function<core::ReplaceSummary(core::RuleSet rules)>;
   // Called after a rule set is in force (to advertise it to the cluster).
   using Changed = std::function<void(const RulesDocument& document)>;
+  // Writes the state file's `contents` and calls `done` with why it failed
+  // (or nullopt) exactly once, on the event loop, now or later; writes
+  // finish in the order asked.
+  using Persisted = std::function<void(std::optional<std::string> error)>;
+  using Persist = std::function<void(std::string contents, Persisted done)>;
 
   struct Options {
     std::string node_id;
@@ -127,7 +134,17 @@ class RulesService {
     core::ReplaceSummary summary;             // kOk apply: what changed
   };
 
+  // Called once an apply has finished, with how.
+  using Done = std::function<void(Outcome outcome)>;
+
   RulesService(Options options, Install install, RulesCounters& counters);
+
+  // Where the state file is written from now on (default: write_file_atomically
+  // on the caller's thread). Set before serving.
+  void set_persist(Persist persist) {
+    persist_ = std::move(persist);
+    persist_is_synchronous_ = false;
+  }
 
   // The config file's rules (version 0), as loaded at start or on SIGHUP.
   void set_config_rules(std::string text);
@@ -146,15 +163,33 @@ class RulesService {
   // Checks a document whole; changes nothing.
   Outcome validate(std::string_view text, std::string_view name);
   // Validates, persists and installs as version max(known) + 1 from this
-  // node; all or nothing.
-  Outcome apply(std::string_view text, std::string_view name);
+  // node (known: in force, being persisted, or seen in the cluster); all or
+  // nothing. `done` runs once the state file is written (and the rules in
+  // force) or the apply failed: at once if invalid or not persisted, else
+  // when the Persist function says so.
+  void apply(std::string_view text, std::string_view name, Done done);
   // A rule set received from a peer: its digest checked, validated,
   // persisted and installed; kInvalid or kFailed leave everything as it was.
+  // A version no newer than what is in force or being persisted is moot
+  // (kOk, nothing done).
+  void apply_received(const core::RulesVersion& version, std::string_view text,
+                      std::string_view from, Done done);
+  // The same, answered at once: only while the Persist function is the
+  // synchronous default (no set_persist); kFailed otherwise.
+  Outcome apply(std::string_view text, std::string_view name);
   Outcome apply_received(const core::RulesVersion& version, std::string_view text,
                          std::string_view from);
+  // Applies whose state file is being written.
+  std::size_t applies_in_progress() const { return in_progress_; }
+  // True once set_persist gave a Persist that may finish later.
+  bool persists_in_background() const { return !persist_is_synchronous_; }
 
  private:
-  Outcome install(RulesDocument document, config::LoadResult loaded);
+  void install(RulesDocument document, config::LoadResult loaded, Done done);
+  // The newest version in force or being persisted.
+  const core::RulesVersion& newest() const {
+    return in_progress_ > 0 ? newest_in_progress_ : current_.version;
+  }
 
   Options options_;
   Install install_;
@@ -162,20 +197,38 @@ class RulesService {
   std::function<std::uint64_t()> max_version_seen_;
   RulesCounters& counters_;
   RulesDocument current_;
+  Persist persist_;
+  bool persist_is_synchronous_ = true;
+  std::size_t in_progress_ = 0;            // applies waiting for their state file
+  core::RulesVersion newest_in_progress_;  // the last of them
 };
 
 // Answers a socket client's rules request (show, validate, apply) into
-// `response` (cleared first).
+// `response` (cleared first), an apply through the answered-at-once apply.
 void answer_rules_request(RulesService& rules, const v1::RulesRequest& request,
                           v1::RulesResponse& response);
+// Fills `response` (cleared first) for `request` given what was done
+// (`outcome`: nothing for a show).
+void fill_rules_response(const RulesService& rules, const v1::RulesRequest& request,
+                         const RulesService::Outcome& outcome, v1::RulesResponse& response);
 
 // The HTTP rules API ([http] rules_api): GET /v1/rules answers the rules in
 // force, PUT /v1/rules applies the body (a rules document); JSON both ways
 // (docs/configuration.md, "[http]"). With a non-empty `token`, a request must carry
 // "Authorization: Bearer <token>" (compared in constant time) or gets 401,
 // counted.
+// Through the answered-at-once apply.
 HttpAnswer answer_rules_http(RulesService& rules, RulesCounters& counters,
                              const HttpRequestView& request, std::string_view token);
+// answer_rules_http in two steps, for an apply that finishes later: the
+// answer, or nullopt for a PUT whose body is to be applied; then the answer
+// to that apply.
+std::optional<HttpAnswer> answer_rules_http_before_apply(RulesService& rules,
+                                                         RulesCounters& counters,
+                                                         const HttpRequestView& request,
+                                                         std::string_view token);
+HttpAnswer answer_rules_http_applied(const RulesService& rules,
+                                     const RulesService::Outcome& outcome);
 
 // Reads a bearer token file: its contents without surrounding whitespace;
 // nullopt with `error` set if unreadable or empty.

@@ -28,7 +28,6 @@
 #include "rlimit/v1/client.pb.h"
 #include "shell/clock.h"
 #include "shell/cluster_service.h"
-#include "shell/redis_service.h"
 #include "shell/counters.h"
 #include "shell/dispatch.h"
 #include "shell/event_loop.h"
@@ -39,11 +38,14 @@
 #include "shell/load_meter.h"
 #include "shell/logging.h"
 #include "shell/metrics.h"
+#include "shell/redis_service.h"
 #include "shell/reload.h"
+#include "shell/rules_await.h"
 #include "shell/rules_digest.h"
 #include "shell/rules_service.h"
 #include "shell/sd_notify.h"
 #include "shell/session.h"
+#include "shell/state_file_writer.h"
 #include "shell/status.h"
 #include "shell/unix_socket.h"
 
@@ -95,6 +97,15 @@ class Server {
             [this](core::RuleSet rules) { return install_rules(std::move(rules)); },
             rules_counters_) {
     rules_.set_config_rules(std::move(options.config.rules_text));
+    if (!settings_.rules_state_file.empty()) {
+      // The state file is written off the event loop: a slow disk delays the
+      // apply, not the checks.
+      state_file_writer_ = std::make_unique<StateFileWriter>(io_);
+      rules_.set_persist([this, path = settings_.rules_state_file](std::string contents,
+                                                                   RulesService::Persisted done) {
+        state_file_writer_->write(path, std::move(contents), std::move(done));
+      });
+    }
     dispatcher_.set_rules_service(&rules_);
     status_.rules = &rules_;
   }
@@ -185,6 +196,10 @@ class Server {
   // Envoy's rate-limit API over gRPC (grpc_face.h), when [grpc] is set.
   // Declared after the dispatcher, so it stops (finishing its calls) first.
   std::unique_ptr<GrpcFace> grpc_;
+  // Writes the rules state file off the event loop. Declared after the rules
+  // service and the cluster its results reach, so it is destroyed (joined,
+  // later results dropped) first.
+  std::unique_ptr<StateFileWriter> state_file_writer_;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<Session>> sessions_;
   std::uint64_t next_session_id_ = 1;
@@ -322,6 +337,12 @@ bool Server::start_http() {
   http_ = std::make_unique<HttpServer>(
       io_, http_settings_, counters_,
       [this](const HttpRequestView& request) { return answer_http(request); });
+  if (http_settings_.rules_api) {
+    // Applies wait for the state file, written off the event loop.
+    http_->set_awaited_path("/v1/rules", [this](const HttpRequestView& request) {
+      return await_rules_http(rules_, rules_counters_, request, rules_token_);
+    });
+  }
   std::string error;
   if (!http_->start(error)) {
     spdlog::error("{}", error);
@@ -674,17 +695,21 @@ core::ReplaceSummary Server::install_rules(core::RuleSet rules) {
 }
 
 void Server::on_received_rules(core::RulesSync::Received received) {
-  const RulesService::Outcome outcome =
-      rules_.apply_received(received.version, received.text, received.from_address);
-  // Refused versions are not fetched again (logged once by the service);
-  // this node keeps advertising what it runs, so the drift shows. One it
-  // could not persist (a full disk, for a moment) is fetched again later.
-  if (outcome.status == RulesService::Status::kOk || cluster_ == nullptr) return;
-  if (outcome.status == RulesService::Status::kFailed) {
-    cluster_->retry_rules_later(received.version);
-  } else {
-    cluster_->refuse_rules(received.version);
-  }
+  const core::RulesVersion version = received.version;
+  rules_.apply_received(received.version, received.text, received.from_address,
+                        [this, version](const RulesService::Outcome& outcome) {
+                          // Refused versions are not fetched again (logged once by the
+                          // service); this node keeps advertising what it runs, so the drift
+                          // shows. One it could not persist (a full disk, for a moment) is
+                          // fetched again later.
+                          if (outcome.status == RulesService::Status::kOk || cluster_ == nullptr)
+                            return;
+                          if (outcome.status == RulesService::Status::kFailed) {
+                            cluster_->retry_rules_later(version);
+                          } else {
+                            cluster_->refuse_rules(version);
+                          }
+                        });
 }
 
 void Server::reload_keyring() {

@@ -3,17 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "rlimit/v1/client.pb.h"
 #include "shell/clock.h"
 #include "shell/dispatch.h"
+#include "shell/rules_await.h"
+#include "shell/rules_service.h"
 #include "wire/frame.h"
 
 namespace rlimit::shell {
@@ -77,6 +79,10 @@ asio::awaitable<void> Session::run() {
         const WriteStatus status = write_now();
         if (status == WriteStatus::kFailed) co_return;
         if (status == WriteStatus::kPartial && !co_await write_rest()) co_return;
+      }
+      if (batch.rules_apply) {
+        co_await finish_rules_apply();
+        continue;  // writes its answer, then answers the frames after it
       }
       if (batch.close) co_return;
       if (!batch.more) break;
@@ -161,6 +167,10 @@ Session::Batch Session::answer_buffered() {
         break;
       }
     }
+    if (outcome.rules_apply) {
+      batch.rules_apply = true;
+      return batch;
+    }
     const bool fits = dispatcher_.append_response(*response_, out_);
     if (outcome.error || !fits) log_error_reply(outcome.close);
     if (outcome.close) {
@@ -170,6 +180,19 @@ Session::Batch Session::answer_buffered() {
   }
   batch.more = true;
   return batch;
+}
+
+asio::awaitable<void> Session::finish_rules_apply() {
+  RulesService& rules = *dispatcher_.rules_service();
+  const v1::RulesRequest& request = request_->rules();
+  // Named first: with a conditional's temporary inside the co_await, every
+  // apply freed memory twice under GCC 12 (rules_await.cc).
+  std::string text = request.text();
+  std::string name = request.name().empty() ? std::string("<rules>") : request.name();
+  const RulesService::Outcome outcome =
+      co_await await_rules_apply(rules, std::move(text), std::move(name));
+  fill_rules_response(rules, request, outcome, *response_->mutable_rules());
+  if (!dispatcher_.append_response(*response_, out_)) log_error_reply(/*closing=*/false);
 }
 
 Session::WriteStatus Session::write_now() {

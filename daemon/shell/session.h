@@ -68,12 +68,18 @@ class Session : public std::enable_shared_from_this<Session> {
   struct Batch {
     bool close = false;  // a fatal error was answered: close after writing
     bool more = false;   // stopped at the high-water mark: frames may remain
+    // The last frame is a rules apply that finishes later (request_ holds
+    // it): await it (finish_rules_apply), then answer what follows.
+    bool rules_apply = false;
   };
 
   boost::asio::awaitable<void> run();
   // Answers buffered complete frames into out_ until none is left, the
   // output reaches kOutputHighWaterBytes, or an answer says to close.
   Batch answer_buffered();
+  // Awaits the rules apply in request_ and appends its answer to out_. The
+  // connection's later frames wait; the event loop does not.
+  boost::asio::awaitable<void> finish_rules_apply();
   enum class WriteStatus { kDone, kPartial, kFailed };
   // Writes what of out_ the socket takes now, without waiting.
   WriteStatus write_now();
