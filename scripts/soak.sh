@@ -26,7 +26,8 @@
 # counted, restarted.
 #
 # Output in SOAK_OUT (default: a new /tmp/rlimit-soak.XXXXXX, kept): soak.csv,
-# soak.svg, summary.md, events.log, the daemons' logs. Everything else it
+# soak.svg, summary.md, events.log, stalls.log (scripts/soak_probe.py: every
+# answer of a node's /healthz slower than 100 ms), the daemons' logs. Everything else it
 # starts (processes, sockets, configs, secret) is removed on exit.
 # Environment: RLIMIT_BUILD_DIR (build), SOAK_OUT, SOAK_WARMUP_S (300; 60 for
 # short runs), SOAK_COLD_RATE, SOAK_COLD_KEYS, SOAK_CHURN, and the intervals
@@ -70,6 +71,7 @@ work=$(mktemp -d /tmp/rlimit-soak-work.XXXXXX)
 declare -A pids=()
 load_pid=""
 sampler_pid=""
+probe_pid=""
 
 stop_pid() {  # TERM, up to 5 s, then KILL; reaps it
   local pid="$1"
@@ -80,6 +82,7 @@ stop_pid() {  # TERM, up to 5 s, then KILL; reaps it
 }
 cleanup() {
   [ -n "$sampler_pid" ] && stop_pid "$sampler_pid"
+  [ -n "$probe_pid" ] && stop_pid "$probe_pid"
   [ -n "$load_pid" ] && stop_pid "$load_pid"
   for i in "${!pids[@]}"; do stop_pid "${pids[$i]}"; done
   rm -f "$out"/node?.pid "$out"/node?.http "$out"/events.pending "$out"/events.taken "$out/load.json.tmp"
@@ -210,6 +213,11 @@ load_pid=$!
 python3 scripts/soak_report.py sample "$out" "$start_s" "$((start_s + duration_s))" \
   "$sample_interval_s" 2>>"$out/sampler.log" &
 sampler_pid=$!
+# The stall probe: each node's /healthz every 50 ms; answers slower than
+# 100 ms go to stalls.log with what the node and the machine did meanwhile.
+python3 scripts/soak_probe.py probe "$out" "$start_s" "$((start_s + duration_s))" 50 100 \
+  2>>"$out/probe.log" &
+probe_pid=$!
 
 crashes=0
 next_reload_s=$reload_interval_s
@@ -284,4 +292,7 @@ if [ -n "$load_pid" ]; then
   load_pid=""
 fi
 python3 scripts/soak_report.py report "$out" "$warmup_s"
+stop_pid "$probe_pid"
+probe_pid=""
+python3 scripts/soak_probe.py summary "$out" | tee -a "$out/summary.md"
 echo "soak: results in $out (soak.csv, soak.svg, summary.md)"
