@@ -113,6 +113,8 @@ void print_store(std::ostream& out, const Results& r) {
           std::to_string(c.store_batches_timed_out));
   row(out, "batches leaving writes for later", std::to_string(c.store_batches_full));
   row(out, "store down (changes of state)", std::to_string(c.store_down));
+  row(out, "tokens charged as stand-ins", std::to_string(c.store_tokens_charged_standin),
+      "(others' estimated use while the store failed)");
   print_share_rows(out, c);
 }
 

@@ -64,6 +64,7 @@ struct CoreTotals {
   std::uint64_t store_keys_read = 0;
   std::uint64_t store_commands = 0;
   std::uint64_t store_down = 0;
+  std::uint64_t store_tokens_charged_standin = 0;
 };
 
 struct Series {

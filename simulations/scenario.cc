@@ -246,6 +246,7 @@ void read_redis(Reader& r, RedisParams& p) {
   r.integer("max_writes_per_batch", p.options.max_writes_per_batch, 1, 10'000'000);
   r.integer("max_reads_per_batch", p.options.max_reads_per_batch, 0, 10'000'000);
   r.duration("batch_timeout", p.options.batch_timeout_us, 1000);
+  r.duration("standin_max", p.options.standin_max_us, 0);
   r.duration("latency", p.latency_us, 0);
   r.duration("jitter", p.jitter_us, 0);
   r.number("loss", p.loss, 0, 1);

@@ -290,6 +290,7 @@ class Simulation {
     t.store_keys_read += st.keys_read;
     t.store_commands += st.commands;
     t.store_down += st.store_down;
+    t.store_tokens_charged_standin += st.tokens_charged_standin;
   }
 
   bool store_out(TimeUs t) const {

@@ -105,9 +105,10 @@ constexpr std::string_view kTopLevelKeys[] = {"daemon", "cluster", "redis", "htt
 constexpr std::string_view kRedisKeys[] = {
     "addresses",       "cluster",         "username",        "password_file",
     "key_prefix",      "sync_interval",   "connect_timeout", "command_timeout",
-    "max_writes_per_batch", "max_reads_per_batch", "tls"};
+    "max_writes_per_batch", "max_reads_per_batch", "standin_max", "tls"};
 constexpr DurationRange kRedisSyncIntervalRange{1 * kMs, 60 * kSec};
 constexpr DurationRange kRedisTimeoutRange{1 * kMs, 60 * kSec};
+constexpr DurationRange kRedisStandinRange{0, 3600 * kSec};
 constexpr IntRange kRedisBatchKeysRange{1, 1'000'000};
 constexpr std::size_t kMaxRedisAddresses = 64;
 constexpr std::size_t kMaxRedisKeyPrefixBytes = 256;
@@ -773,6 +774,7 @@ class Loader {
                 out.max_writes_per_batch);
     read_uint32(redis, "max_reads_per_batch", prefix, IntRange{0, kRedisBatchKeysRange.max},
                 out.max_reads_per_batch);
+    read_cluster_duration(redis, "standin_max", prefix, kRedisStandinRange, out.standin_max_us);
   }
 
   // ----- [http] and [grpc] ------------------------------------------------

@@ -105,6 +105,10 @@ struct RedisSettings {
   std::int64_t command_timeout_us = 500'000;
   std::uint32_t max_writes_per_batch = 4096;  // keys written per batch; the rest waits (counted)
   std::uint32_t max_reads_per_batch = 512;    // keys read per batch, in rotation
+  // While the store fails, a key's other origins are charged at their earlier
+  // rates for at most this long after its last news (core::StoreSync,
+  // "stand-ins"); 0: never.
+  std::int64_t standin_max_us = 60'000'000;
 };
 
 // The [http] section: the HTTP check face (GET/POST /v1/check, for nginx

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "core/fair_share.h"
+
 namespace rlimit::core {
 namespace {
 
@@ -32,7 +34,7 @@ void StoreSync::collect_changes(TimeUs now) {
     const Ledger::KeyState& state = ledger.changed_state(i);
     if (state.own >= 0 && state.entries[static_cast<std::size_t>(state.own)].sends_left > 0) {
       dirty_.insert(changed[i]);
-      held_[changed[i]] = now;
+      held_[changed[i]].own_us = now;
     }
     ledger.sent_changed(i);
   }
@@ -49,7 +51,7 @@ void StoreSync::add_reads(StoreBatch& batch, std::size_t budget, TimeUs now) {
       // A new lap: the keys held now, less those out of retention.
       for (auto it = held_.begin(); it != held_.end();) {
         const bool known = limiter_.ledger().find(it->first) != nullptr;
-        if (!known || !limiter_.within_retention(it->first, now - it->second)) {
+        if (!known || !limiter_.within_retention(it->first, now - it->second.own_us)) {
           it = held_.erase(it);
         } else {
           ++it;
@@ -57,7 +59,7 @@ void StoreSync::add_reads(StoreBatch& batch, std::size_t budget, TimeUs now) {
       }
       read_ring_.clear();
       read_ring_.reserve(held_.size());
-      for (const auto& [key, at] : held_) read_ring_.push_back(key);
+      for (const auto& [key, held] : held_) read_ring_.push_back(key);
       std::sort(read_ring_.begin(), read_ring_.end());  // deterministic order
       read_cursor_ = 0;
       if (read_ring_.empty()) return;
@@ -82,6 +84,7 @@ std::optional<StoreBatch> StoreSync::tick(TimeUs now) {
   }
   if (now < next_sync_us_) return std::nullopt;
   next_sync_us_ = now + options_.sync_interval_us;
+  if (!healthy_) charge_standins(now);
 
   StoreBatch batch;
   batch.id = next_id_++;
@@ -126,6 +129,7 @@ void StoreSync::on_result(const StoreResult& result, TimeUs now) {
   // A copy: merging interns new origins, which may move the ledger's names.
   const std::string self = limiter_.ledger().self_id();
   for (const StoreKey& key : result.keys) {
+    track_others(key, self, now);
     for (const StoreEntry& entry : key.entries) {
       ++stats_.entries_received;
       // Our own counter echoed: the ledger never raises our current entry.
@@ -144,6 +148,55 @@ void StoreSync::on_result(const StoreResult& result, TimeUs now) {
   stats_.writes_failed += result.failed_writes.size();
   if (!result.ok) ++stats_.batches_failed;
   set_health(result.ok, result.error);
+}
+
+void StoreSync::track_others(const StoreKey& key, const std::string& self, TimeUs now) {
+  const auto held = held_.find(key.key);
+  if (held == held_.end()) return;
+  Held& h = held->second;
+  h.news_us = now;
+  for (const StoreEntry& entry : key.entries) {
+    if (entry.origin == self) continue;
+    auto r = std::find_if(h.others.begin(), h.others.end(), [&](const OriginRate& o) {
+      return o.origin == entry.origin && o.incarnation == entry.incarnation;
+    });
+    if (r == h.others.end()) {
+      if (h.others.size() >= options_.max_standin_origins_per_key) {
+        ++stats_.standin_origins_untracked;
+        continue;
+      }
+      h.others.push_back({entry.origin, entry.incarnation, entry.consumed, entry.consumed, now, 0});
+      continue;
+    }
+    // A stand-in may have raised the ledger past the real counter (so the
+    // merge raises nothing): the origin is still live when its real one rose.
+    if (entry.consumed > r->seen) origin_seen_us_[entry.origin] = now;
+    r->seen = entry.consumed;
+    if (now - r->mark_us >= FairShare::kWeightWindowUs) {
+      r->rate_per_us = entry.consumed > r->mark
+                           ? static_cast<double>(entry.consumed - r->mark) /
+                                 static_cast<double>(now - r->mark_us)
+                           : 0.0;
+      r->mark = entry.consumed;
+      r->mark_us = now;
+    }
+  }
+}
+
+void StoreSync::charge_standins(TimeUs now) {
+  if (options_.standin_max_us <= 0) return;
+  const TimeUs horizon_us = 2 * options_.sync_interval_us;
+  for (const auto& [key, h] : held_) {
+    if (h.news_us < 0 || h.others.empty() || now - h.news_us <= horizon_us) continue;
+    const TimeUs span_us = std::min(now - h.news_us, options_.standin_max_us);
+    for (const OriginRate& r : h.others) {
+      if (r.rate_per_us <= 0) continue;
+      const std::uint64_t estimate =
+          r.seen + static_cast<std::uint64_t>(r.rate_per_us * static_cast<double>(span_us));
+      stats_.tokens_charged_standin +=
+          limiter_.merge_remote(key, r.origin, r.incarnation, estimate, now);
+    }
+  }
 }
 
 void StoreSync::update_share_view(TimeUs now) {

@@ -15,6 +15,21 @@
 // nothing is charged twice); while the store fails, the node decides alone
 // (fail-local) and says so once per change of state.
 //
+// Stand-ins while the store fails: alone, each node would spend the whole
+// limit of every key it shares (N times the limit across the cluster), and
+// repay the excess when the store returns (the keys silent for as long).
+// So, while the store fails, every sync interval a key held here that has
+// had no news for longer than the news horizon is charged with what each
+// other origin would have consumed since its last news at the rate it
+// consumed before (measured over FairShare::kWeightWindowUs from the
+// store's answers): its counter in the ledger is raised to the estimate,
+// for at most standin_max_us after the key's last news. When the real
+// counters come back they are merged by max as always: a real counter above
+// the estimate charges the difference, one below it charges nothing (the
+// node paid for more than the other spent: an under-admission, never a
+// double charge). Every node estimating the others keeps the cluster near
+// the limit during an outage, each node near its part of it.
+//
 // Bounds: at most max_writes_per_batch writes and max_reads_per_batch reads
 // per batch (what does not fit waits, counted), one batch in flight, one
 // batch per sync interval: store commands per node per second are at most
@@ -52,6 +67,13 @@ struct StoreSyncOptions {
   // A batch whose result has not come back by then is given up: its writes
   // are written again (the shell's own timeouts should answer first).
   TimeUs batch_timeout_us = 5'000'000;
+  // While the store fails: how long after a key's last news its other
+  // origins are still charged at their earlier rates (stand-ins, above); 0:
+  // never, each node alone spends the whole limit.
+  TimeUs standin_max_us = 60'000'000;
+  // Other origins per key whose rates are followed for stand-ins; beyond it
+  // an origin is not estimated (counted).
+  std::uint32_t max_standin_origins_per_key = 64;
 };
 
 struct StoreSyncStats {
@@ -65,6 +87,8 @@ struct StoreSyncStats {
   std::uint64_t entries_received = 0;
   std::uint64_t entries_applied = 0;  // raised a counter
   std::uint64_t tokens_charged_remote = 0;
+  std::uint64_t tokens_charged_standin = 0;  // estimates while the store failed (stand-ins)
+  std::uint64_t standin_origins_untracked = 0;  // over max_standin_origins_per_key
   std::uint64_t store_down = 0;  // changes of state from reachable to failing
   std::uint64_t commands = 0;    // from the results
   std::uint64_t round_trips = 0;
@@ -113,6 +137,10 @@ class StoreSync {
   void collect_changes(TimeUs now);
   void add_reads(StoreBatch& batch, std::size_t budget, TimeUs now);
   void update_share_view(TimeUs now);
+  // The key's other origins' counters from a result, and their rates.
+  void track_others(const StoreKey& key, const std::string& self, TimeUs now);
+  // While the store fails: each silent key's stand-in charges.
+  void charge_standins(TimeUs now);
   void set_health(bool healthy, const std::string& error);
 
   StoreSyncOptions options_;
@@ -124,9 +152,24 @@ class StoreSync {
   std::vector<std::string> in_flight_writes_;
   TimeUs next_sync_us_ = 0;
   std::unordered_set<std::string> dirty_;
-  // Keys this node consumed from, with the time of its last consumption;
-  // read in rotation while within their retention.
-  std::unordered_map<std::string, TimeUs> held_;
+  // Another origin's counter on a held key as the store last said, and its
+  // rate (per microsecond) over the last weight window.
+  struct OriginRate {
+    std::string origin;
+    std::uint64_t incarnation = 0;
+    std::uint64_t seen = 0;
+    std::uint64_t mark = 0;  // the counter at mark_us, where the rate's window starts
+    TimeUs mark_us = 0;
+    double rate_per_us = 0;
+  };
+  struct Held {
+    TimeUs own_us = 0;    // this node's last consumption
+    TimeUs news_us = -1;  // the last result that held the key; -1: none yet
+    std::vector<OriginRate> others;
+  };
+  // Keys this node consumed from; read in rotation while within their
+  // retention.
+  std::unordered_map<std::string, Held> held_;
   std::vector<std::string> read_ring_;  // a snapshot of held_, read from read_cursor_
   std::size_t read_cursor_ = 0;
   // Other origins (by name) and when their counters last rose here.

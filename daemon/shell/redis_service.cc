@@ -36,6 +36,7 @@ core::StoreSyncOptions make_store_sync_options(const config::RedisSettings& sett
   o.sync_interval_us = settings.sync_interval_us;
   o.max_writes_per_batch = settings.max_writes_per_batch;
   o.max_reads_per_batch = settings.max_reads_per_batch;
+  o.standin_max_us = settings.standin_max_us;
   // The store answers within its own timeouts (connect, then a command per
   // node, a redirect or two); a batch unanswered for much longer is given up.
   o.batch_timeout_us = std::max<std::int64_t>(
@@ -175,6 +176,8 @@ void RedisService::for_each_counter(
   f("store_entries_received", s.entries_received);
   f("store_entries_applied", s.entries_applied);
   f("store_tokens_charged_remote", s.tokens_charged_remote);
+  f("store_tokens_charged_standin", s.tokens_charged_standin);
+  f("store_standin_origins_untracked", s.standin_origins_untracked);
   f("store_down", s.store_down);
   f("store_healthy", state_->sync.store_healthy() ? 1 : 0);
   f("store_dirty_keys", state_->sync.dirty_keys());

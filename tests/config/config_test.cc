@@ -1566,6 +1566,7 @@ connect_timeout = "1s"
 command_timeout = "250ms"
 max_writes_per_batch = 100
 max_reads_per_batch = 0
+standin_max = "0s"
 )");
   ASSERT_TRUE(r.ok()) << all_errors(r);
   const RedisSettings& s = r.config.redis;
@@ -1580,6 +1581,7 @@ max_reads_per_batch = 0
   EXPECT_EQ(s.command_timeout_us, 250'000);
   EXPECT_EQ(s.max_writes_per_batch, 100u);
   EXPECT_EQ(s.max_reads_per_batch, 0u);
+  EXPECT_EQ(s.standin_max_us, 0);
 }
 
 TEST(RedisConfigTest, RedisModeNeedsNoSecretAndDefaultsToLocalRedis) {

@@ -29,14 +29,21 @@ RuleSet hourly_rule() {
   return rules;
 }
 
+// 100 per user per second, burst 100.
+RuleSet per_second_rule() {
+  RuleSet rules = hourly_rule();
+  rules.rules[0].params = {100, kUsPerSecond, 100};
+  return rules;
+}
+
 struct Node {
   std::unique_ptr<Limiter> limiter;
   std::unique_ptr<StoreSync> sync;
 
   Node(const std::string& id, std::uint64_t incarnation, StoreSyncOptions options = {},
-       TimeUs now = 0)
+       TimeUs now = 0, RuleSet rules = hourly_rule())
       : limiter(std::make_unique<Limiter>(LimiterOptions{.replicated = true, .fair_share = false},
-                                          hourly_rule())) {
+                                          std::move(rules))) {
     limiter->enable_replication(id, incarnation, now);
     sync = std::make_unique<StoreSync>(options, *limiter);
   }
@@ -63,6 +70,17 @@ struct Node {
     if (!batch) return false;
     sync->on_result(store.apply(*batch, now), now);
     return true;
+  }
+  // One sync with the store down: the batch fails whole.
+  void sync_failing(TimeUs now) {
+    std::optional<StoreBatch> batch = sync->tick(now);
+    if (!batch) return;
+    StoreResult failed;
+    failed.id = batch->id;
+    failed.ok = false;
+    failed.error = "connection refused";
+    for (const StoreWrite& w : batch->writes) failed.failed_writes.push_back(w.key);
+    sync->on_result(failed, now);
   }
 };
 
@@ -264,6 +282,65 @@ TEST(StoreSyncTest, AResultWithManyNewOriginsAndOurEchoMergesEveryOther) {
   EXPECT_EQ(a.sync->stats().tokens_charged_remote, 7u);
   EXPECT_EQ(a.sync->recent_origins(), 1u) << "only the origin whose counter rose";
   EXPECT_EQ(a.remaining("u1", 3), 100 - 8);
+}
+
+// Two nodes each demand 150/s of a key limited to 100/s, 5 s through the
+// store, 5 s with the store down, 5 s after it returns. Alone, each would
+// spend the whole limit while the store is down (200/s in all) and both
+// would then be silent while repaying it; with stand-ins each charges the
+// other at its earlier rate, so the pair stays near the limit throughout.
+struct OutageAdmitted {
+  int before = 0, during = 0, after = 0;
+  std::uint64_t standin = 0;
+};
+OutageAdmitted run_outage(TimeUs standin_max_us) {
+  MemoryStore store;
+  StoreSyncOptions options;
+  options.standin_max_us = standin_max_us;
+  Node a("a", 1, options, 0, per_second_rule()), b("b", 1, options, 0, per_second_rule());
+  OutageAdmitted out;
+  constexpr TimeUs kStep = 10'000;  // 1.5 checks per node per step
+  for (TimeUs t = 0; t < 15 * kUsPerSecond; t += kStep) {
+    const int per_step = (t / kStep) % 2 == 0 ? 1 : 2;
+    const int admitted = a.consume("u", per_step, t) + b.consume("u", per_step, t);
+    const bool down = t >= 5 * kUsPerSecond && t < 10 * kUsPerSecond;
+    if (t < 5 * kUsPerSecond) {
+      out.before += admitted;
+    } else if (down) {
+      out.during += admitted;
+    } else {
+      out.after += admitted;
+    }
+    for (Node* n : {&a, &b}) {
+      if (down) {
+        n->sync_failing(t);
+      } else {
+        n->sync_with(store, t);
+      }
+    }
+  }
+  out.standin = a.sync->stats().tokens_charged_standin + b.sync->stats().tokens_charged_standin;
+  return out;
+}
+
+TEST(StoreSyncTest, WhileTheStoreIsDownEachNodeChargesTheOthersAtTheirEarlierRates) {
+  const OutageAdmitted alone = run_outage(0);
+  const OutageAdmitted standin = run_outage(60 * kUsPerSecond);
+  std::printf("[outage] alone: %d / %d / %d; stand-ins: %d / %d / %d (charged %llu)\n",
+              alone.before, alone.during, alone.after, standin.before, standin.during,
+              standin.after, static_cast<unsigned long long>(standin.standin));
+  // Before: the limit plus the burst, either way.
+  EXPECT_NEAR(standin.before, 600, 30);
+  EXPECT_EQ(alone.before, standin.before);
+  // Alone: the whole limit each (about 1,000 of an ideal 500), then the
+  // excess repaid after the store returns.
+  EXPECT_EQ(alone.standin, 0u);
+  EXPECT_GT(alone.during, 900);
+  EXPECT_LT(alone.after, 200);
+  // Stand-ins: near the limit while down, and no silence after.
+  EXPECT_GT(standin.standin, 300u);
+  EXPECT_NEAR(standin.during, 500, 50);
+  EXPECT_NEAR(standin.after, 500, 50);
 }
 
 }  // namespace
