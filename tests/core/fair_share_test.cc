@@ -184,6 +184,43 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
+// The soak's cold keys (docs/reliability.md, "Soak"): a per-user key new at
+// one of 3 nodes, burst 5, whose rule's keys are spread over all 3 (the hot
+// users) is probed at 5/3 plus a dither in [0, 1). Its first request passes;
+// a second one at the same node within the probe's epoch (80 ms there) is
+// refused when the credit left, 2/3 + dither, is below one request: a third
+// of the time. A third request is always refused.
+TEST(FairShareTest, ASecondRequestInTheProbeOfABurstOfFiveSplitThreeWaysIsRefusedAThirdOfTheTime) {
+  constexpr int kKeys = 3000;
+  int second_refused = 0;
+  int third_refused = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    FairShare share;
+    ShareInputs in{.headroom = 5,
+                   .refill = 0,
+                   .spenders = 3,
+                   .sparse_rule = true,
+                   .dither_seed = static_cast<std::uint64_t>(k) * 7919};
+    share.start_epoch(view_of(3), in, kStart);
+    ASSERT_TRUE(share.probing());
+    ASSERT_EQ(share.ask(1, kStart), FairShare::Answer::kCredit) << k;
+    share.count(kStart);
+    share.spend(1);
+    const FairShare::Answer second = share.ask(1, kStart + 1000);
+    share.count(kStart + 1000);
+    if (second == FairShare::Answer::kRefused) {
+      ++second_refused;
+      continue;
+    }
+    ASSERT_EQ(second, FairShare::Answer::kCredit);
+    share.spend(1);
+    third_refused += share.ask(1, kStart + 2000) == FairShare::Answer::kRefused;
+  }
+  EXPECT_GT(second_refused, kKeys * 30 / 100);
+  EXPECT_LT(second_refused, kKeys * 37 / 100);
+  EXPECT_EQ(third_refused, kKeys - second_refused);
+}
+
 // Costs up to 2^50 against shares in 1/65536 units: no overflow, and a
 // share never goes below zero.
 TEST(FairShareTest, HugeCostsAreComparedWithoutOverflow) {
