@@ -36,9 +36,11 @@ def read_text(path):
         return None
 
 
-def schedstat_ms(pid):
-    """(run_ms, wait_ms) of the process's main thread (the event loop), or (0, 0)."""
-    text = read_text(f"/proc/{pid}/schedstat") if pid else None
+def schedstat_ms(pid, tid=None):
+    """(run_ms, wait_ms) of the process's main thread (rlimitd's event loop) or of
+    its thread `tid`, or (0, 0)."""
+    path = f"/proc/{pid}/task/{tid}/schedstat" if tid else f"/proc/{pid}/schedstat"
+    text = read_text(path) if pid else None
     if not text:
         return 0.0, 0.0
     run_ns, wait_ns = text.split()[:2]
@@ -94,15 +96,16 @@ def probe_node(out_dir, i, start, end, interval_s, threshold_s):
 
 
 def probe_self(out_dir, start, end, interval_s, threshold_s):
-    pid = str(os.getpid())
+    pid, tid = os.getpid(), threading.get_native_id()
     while time.time() < end:
-        before = (*schedstat_ms(pid), pressure_ms())
+        before = (*schedstat_ms(pid, tid), pressure_ms())
         t_s = time.time() - start
         t0 = time.monotonic()
         time.sleep(interval_s)
         late = time.monotonic() - t0 - interval_s
         if late > threshold_s:
-            log(out_dir, t_s, "probe", late * 1e3, before, (*schedstat_ms(pid), pressure_ms()))
+            log(out_dir, t_s, "probe", late * 1e3, before,
+                (*schedstat_ms(pid, tid), pressure_ms()))
 
 
 def probe(out_dir, start, end, interval_ms, threshold_ms):
