@@ -306,6 +306,13 @@ Limiter::Limiter(LimiterOptions options, RuleSet rules)
   replace_rules(std::move(rules));
 }
 
+Limiter::Limiter(LimiterOptions options, const Limiter& rules_of)
+    : compiled_(rules_of.compiled_),
+      options_(options),
+      rule_shares_(compiled_->set.rules.size() + 1),
+      table_(options.max_keys),
+      rule_counters_(compiled_->set.rules.size() + 1) {}
+
 Limiter::~Limiter() = default;
 
 const RuleSet& Limiter::rules() const { return compiled_->set; }

@@ -208,6 +208,13 @@ struct ReplaceSummary {
 class Limiter {
  public:
   Limiter(LimiterOptions options, RuleSet rules);
+  // A limiter holding the rules `rules_of` holds without compiling them
+  // again (compiled rules are immutable; the two share them) and none of its
+  // state: no key, no counter, no stats. For harnesses that need many fresh
+  // limiters with one rule set (a fuzz target makes one per input).
+  // `rules_of` may be destroyed first; replacing the rules of either later
+  // leaves the other's alone.
+  Limiter(LimiterOptions options, const Limiter& rules_of);
   ~Limiter();
   Limiter(const Limiter&) = delete;
   Limiter& operator=(const Limiter&) = delete;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,56 @@ TEST_F(LimiterTest, EachDistinctValueGetsItsOwnBucket) {
   EXPECT_EQ(denied.rules[0].reset_after_us, kUsPerSecond);
   EXPECT_TRUE(check(limiter, bob, 0).allowed);
   EXPECT_EQ(limiter.key_count(), 2u);
+}
+
+TEST_F(LimiterTest, ALimiterSharingAnothersRulesStartsWithNoneOfItsState) {
+  RuleSet rules;
+  rules.rules.push_back(make_rule("per-user", {{"user", each()}}, 2, kUsPerSecond, 2));
+  rules.rules.push_back(make_rule("per-ip", {{"ip", each()}}, 5, kUsPerSecond, 5));
+  auto first = std::make_unique<Limiter>(LimiterOptions{}, rules);
+  const Request alice{{"user", "alice"}, {"ip", "192.0.2.1"}};
+  EXPECT_TRUE(check(*first, alice, 0).allowed);
+  EXPECT_TRUE(check(*first, alice, 0).allowed);
+  EXPECT_FALSE(check(*first, alice, 0).allowed);
+
+  LimiterOptions small;
+  small.max_keys = 1;
+  Limiter second(small, *first);
+  Limiter compiled_again(small, rules);
+  EXPECT_EQ(second.rules().rules.size(), 2u);
+  EXPECT_EQ(second.key_count(), 0u);
+  EXPECT_EQ(second.stats().checks, 0u);
+  ASSERT_EQ(second.rule_counters().size(), 3u);  // and the inline limits' slot
+  EXPECT_EQ(second.rule_counters()[0].checks(), 0u);
+  EXPECT_EQ(second.options().max_keys, 1u);  // its own options
+  // It decides as a limiter compiled from the same rules does, key for key
+  // (its own max_keys included: the second key does not fit).
+  for (int i = 0; i < 4; ++i) {
+    const CheckOutput shared = check(second, alice, 0);
+    const CheckOutput fresh = check(compiled_again, alice, 0);
+    EXPECT_EQ(shared.allowed, fresh.allowed) << i;
+    EXPECT_EQ(shared.status, fresh.status) << i;
+    ASSERT_EQ(shared.rules.size(), fresh.rules.size()) << i;
+    for (std::size_t r = 0; r < shared.rules.size(); ++r) {
+      EXPECT_EQ(shared.rules[r].key, fresh.rules[r].key) << i;
+      EXPECT_EQ(shared.rules[r].remaining, fresh.rules[r].remaining) << i;
+    }
+  }
+  EXPECT_EQ(second.key_count(), compiled_again.key_count());
+  EXPECT_EQ(second.stats().key_table_full, compiled_again.stats().key_table_full);
+  EXPECT_EQ(first->stats().checks, 3u);  // the first saw none of that
+
+  // Either may change its rules, and outlive the other, alone.
+  RuleSet other;
+  other.rules.push_back(make_rule("per-tenant", {{"tenant", each()}}, 1, kUsPerSecond, 1));
+  second.replace_rules(other);
+  EXPECT_EQ(first->rules().rules.size(), 2u);
+  EXPECT_EQ(first->rules().rules[0].name, "per-user");
+  Limiter third({}, *first);
+  first.reset();
+  EXPECT_EQ(third.rules().rules[1].name, "per-ip");
+  EXPECT_TRUE(check(third, alice, 0).allowed);
+  EXPECT_EQ(second.rules().rules[0].name, "per-tenant");
 }
 
 TEST_F(LimiterTest, SharedBucketWithoutEach) {
