@@ -280,6 +280,11 @@ std::string unknown_key_hint(std::string_view key, std::span<const std::string_v
   std::string_view best;
   std::size_t best_distance = 3;  // farther than 2 edits is not a typo
   for (std::string_view candidate : allowed) {
+    // At least the difference in length apart: a key that long or short is
+    // no typo of this one, and its distance costs length x length to find.
+    const std::size_t length_gap = key.size() > candidate.size() ? key.size() - candidate.size()
+                                                                 : candidate.size() - key.size();
+    if (length_gap >= best_distance) continue;
     const std::size_t d = edit_distance(key, candidate);
     if (d < best_distance && d < candidate.size()) {
       best = candidate;

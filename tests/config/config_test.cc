@@ -690,6 +690,16 @@ TEST(ConfigErrorTest, UnknownDaemonKey) {
                         {"daemon: unknown key \"sockt\"", "did you mean \"socket\""}));
 }
 
+TEST(ConfigErrorTest, UnknownKeyHintWeighsOnlyKeysOfNearLength) {
+  // Two characters longer is still a typo; three is not, nor is a long key.
+  EXPECT_TRUE(one_error("[daemon]\nsocket__ = \"/x\"\n", 2, 1, {"did you mean \"socket\""}));
+  EXPECT_TRUE(one_error("[daemon]\nsocket___ = \"/x\"\n", 2, 1, {"expected one of: "}));
+  EXPECT_TRUE(
+      one_error("[daemon]\n" + std::string(4000, 's') + " = 1\n", 2, 1, {"expected one of: "}));
+  EXPECT_TRUE(one_error("[daemon]\nsoc = \"/x\"\n", 2, 1, {"expected one of: "}));
+  EXPECT_TRUE(one_error("[daemon]\nsocke = \"/x\"\n", 2, 1, {"did you mean \"socket\""}));
+}
+
 TEST(ConfigErrorTest, UnknownRuleKey) {
   EXPECT_TRUE(one_error(rule_with("name = \"r\"\nmatch = {}\nlimit = 1\nperiod = \"1s\"\n"
                                   "limt = 5\n"),
