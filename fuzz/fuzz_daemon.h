@@ -2,7 +2,9 @@
 // holding every algorithm (fuzz_rules.h) with small bounds, the rules
 // service (not persisted) and the Dispatcher in front of them, wired as
 // server.cc wires them. Built fresh for each input, so a finding replays
-// from its input alone.
+// from its input alone; what no input can change is made once: the rules
+// are compiled once (the Limiter shares them, with none of another's state)
+// and one LeaseTokens, a fixed key, signs every input's leases.
 #pragma once
 
 #include <string>
@@ -20,12 +22,12 @@ namespace rlimit::fuzz {
 
 struct Daemon {
   Daemon()
-      : limiter(settings.limiter, rules()),
+      : limiter(settings.limiter, compiled_rules()),
         rules_service(
             rules_options(),
             [this](core::RuleSet r) { return limiter.replace_rules(std::move(r)); },
             rules_counters),
-        dispatcher(limiter, settings, counters, status, lease_tokens) {
+        dispatcher(limiter, settings, counters, status, lease_tokens()) {
     status.node_id = "fuzz";
     status.config_source = "fuzz-rules.toml";
     status.rules = &rules_service;
@@ -33,9 +35,15 @@ struct Daemon {
     dispatcher.set_rules_service(&rules_service);
   }
 
-  static const core::RuleSet& rules() {
-    static const core::RuleSet parsed = fuzz_rules();
-    return parsed;
+  // The rules, compiled once: every input's Limiter shares them.
+  static const core::Limiter& compiled_rules() {
+    static const core::Limiter compiled(fuzz_limiter_options(), fuzz_rules());
+    return compiled;
+  }
+  // Stateless between calls (an HMAC of what it is given, keyed once).
+  static shell::LeaseTokens& lease_tokens() {
+    static shell::LeaseTokens tokens{"a lease secret for the fuzzer"};
+    return tokens;
   }
   static shell::RulesService::Options rules_options() {
     shell::RulesService::Options options;
@@ -56,7 +64,6 @@ struct Daemon {
   shell::ShellCounters counters;
   shell::StatusContext status;
   shell::RulesCounters rules_counters;
-  shell::LeaseTokens lease_tokens{"a lease secret for the fuzzer"};
   core::Limiter limiter;
   shell::RulesService rules_service;
   shell::Dispatcher dispatcher;
