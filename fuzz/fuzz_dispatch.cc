@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,33 +45,36 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  rlimit::fuzz::Daemon daemon;
+  // Made at the first frame: a stream that holds none needs no Daemon.
+  std::optional<rlimit::fuzz::Daemon> daemon;
+  static const std::uint32_t max_frame_bytes =
+      rlimit::fuzz::Daemon::make_settings().max_frame_bytes;
   rlimit::v1::Request request;
   rlimit::v1::Response response;
   std::string out;
   std::string_view pending(reinterpret_cast<const char*>(data), size);
   rlimit::core::TimeUs now = 1'000'000'000;
   for (std::size_t frames = 0; frames <= size; ++frames, now += 1000) {
-    const rlimit::wire::FrameView frame =
-        rlimit::wire::next_frame(pending, daemon.settings.max_frame_bytes);
+    const rlimit::wire::FrameView frame = rlimit::wire::next_frame(pending, max_frame_bytes);
     if (frame.status == rlimit::wire::FrameStatus::kNeedMore) break;
+    if (!daemon) daemon.emplace();
     Dispatcher::Outcome outcome;
     out.clear();
     if (frame.status == rlimit::wire::FrameStatus::kTooLarge) {
-      outcome = daemon.dispatcher.frame_too_large(frame.declared_bytes, response);
+      outcome = daemon->dispatcher.frame_too_large(frame.declared_bytes, response);
       FUZZ_CHECK(outcome.close);
       pending = {};
     } else {
       pending.remove_prefix(frame.consumed);
-      if (daemon.dispatcher.answer_checks(frame.payload, now, response, out, outcome)) {
-        check_answer(out, daemon.settings.max_response_bytes);
+      if (daemon->dispatcher.answer_checks(frame.payload, now, response, out, outcome)) {
+        check_answer(out, daemon->settings.max_response_bytes);
         continue;
       }
       FUZZ_CHECK(out.empty());
-      outcome = daemon.dispatcher.handle_frame(frame.payload, now, request, response);
+      outcome = daemon->dispatcher.handle_frame(frame.payload, now, request, response);
     }
-    daemon.dispatcher.append_response(response, out);
-    check_answer(out, daemon.settings.max_response_bytes);
+    daemon->dispatcher.append_response(response, out);
+    check_answer(out, daemon->settings.max_response_bytes);
     if (outcome.close) break;
   }
   return 0;

@@ -61,10 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return std::nullopt;
   };
 
-  rlimit::fuzz::Daemon daemon;
+  // The mapping first: a request it refuses needs no Daemon.
+  static const std::size_t max_descriptors =
+      rlimit::fuzz::Daemon::make_settings().limiter.max_descriptors_per_check;
   rlimit::v1::Request request;
-  const rlimit::shell::HttpCheckMapping mapping = rlimit::shell::map_http_check(
-      http, 429, daemon.settings.limiter.max_descriptors_per_check, request);
+  const rlimit::shell::HttpCheckMapping mapping =
+      rlimit::shell::map_http_check(http, 429, max_descriptors, request);
   if (!mapping.ok) {
     FUZZ_CHECK(mapping.error.status == 400 || mapping.error.status == 405 ||
                mapping.error.status == 404 || mapping.error.status == 413);
@@ -73,6 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   FUZZ_CHECK(request.has_check() && request.check().checks_size() == 1);
   FUZZ_CHECK(mapping.deny_status == 429 || mapping.deny_status == 403);
+  rlimit::fuzz::Daemon daemon;
+  FUZZ_CHECK(daemon.settings.limiter.max_descriptors_per_check == max_descriptors);
   rlimit::v1::Response response;
   daemon.dispatcher.handle(request, 1'000'000'000, response);
   for (const bool ietf : {false, true}) {
