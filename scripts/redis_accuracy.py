@@ -19,6 +19,12 @@ load tool's 1 s intervals, for the global key and for any one user.
 Store traffic: each node's redis_* counters (rlimitctl status --json)
 sampled every 5 s, divided by the time and the number of nodes.
 
+With --compare-sim it also runs the simulated twin of the same run
+(simulations/scenarios/redis4.toml: the same nodes, load, rules and
+outage; traffic there starts at 2 s) and sets the simulator's figures
+beside the real ones: admitted / ideal over every class together, per
+phase (the sim/real comparison of docs/accuracy.md).
+
 Writes to OUT (default: a new /tmp/rlimit-redis-accuracy.XXXXXX, kept):
 summary.md (the figures), seconds.csv (one row per second), counters.csv,
 the daemons' and Redis' logs. Everything it starts is stopped on exit.
@@ -155,6 +161,7 @@ addresses = [{addresses}]
 cluster = {"true" if self.args.store == "cluster" else "false"}
 key_prefix = "acc:"
 sync_interval = "{self.args.sync_interval}"
+standin_max = "{self.args.standin_max}"
 
 [[rule]]
 name = "global"
@@ -254,7 +261,7 @@ burst = {USER_LIMIT}
         outage_end = a.outage_at + a.outage_s
         rows = []
         prev = {"elapsed_s": 0.0, "global_admitted": 0, "hot_admitted": 0, "global_unavailable": 0,
-                "hot_unavailable": 0}
+                "hot_unavailable": 0, "cold_admitted": 0, "cold_denied": 0}
         for s in seconds:
             dt = s["elapsed_s"] - prev["elapsed_s"]
             if dt <= 0.5:
@@ -266,6 +273,9 @@ burst = {USER_LIMIT}
                 "user_max": s["hot_user_max_window"],
                 "unavailable": s["global_unavailable"] + s["hot_unavailable"]
                 - prev["global_unavailable"] - prev["hot_unavailable"],
+                "cold": s["cold_admitted"] - prev["cold_admitted"],
+                "cold_answered": s["cold_admitted"] + s["cold_denied"] - prev["cold_admitted"]
+                - prev["cold_denied"],
                 "dt": dt})
             prev = s
         with open(os.path.join(self.out, "seconds.csv"), "w") as f:
@@ -293,7 +303,11 @@ burst = {USER_LIMIT}
             u = sum(r["users"] for r in rs)
             # Worst windows after the first second (which holds the burst).
             later = [r for r in rs if r["t0"] >= 0.5] or rs
+            everything = (g + u + sum(r["cold"] for r in rs)) / (
+                burst_g + GLOBAL_LIMIT * span + burst_u + USERS * USER_LIMIT * span
+                + sum(r["cold_answered"] for r in rs))
             return {
+                "all_ratio": everything,
                 "name": name, "from": rs[0]["t0"], "to": rs[-1]["t1"],
                 "global_ratio": g / (burst_g + GLOBAL_LIMIT * span),
                 "users_ratio": u / (burst_u + USERS * USER_LIMIT * span),
@@ -331,7 +345,8 @@ burst = {USER_LIMIT}
             f"# Redis mode, {n} real rlimitd, {'one redis-server' if a.store == 'single' else 'a three-master Redis Cluster'}",
             "",
             f"`scripts/redis_accuracy.py --store {a.store} --nodes {n} --seconds {a.seconds} "
-            f"--outage-at {a.outage_at} --outage-s {a.outage_s} --sync-interval {a.sync_interval}`",
+            f"--outage-at {a.outage_at} --outage-s {a.outage_s} --sync-interval {a.sync_interval} "
+            f"--standin-max {a.standin_max}`",
             "",
             f"Load: global {GLOBAL_RATE}/s on a limit of {GLOBAL_LIMIT}/s (burst {GLOBAL_LIMIT}); "
             f"{USERS_RATE}/s over {USERS} users limited to {USER_LIMIT}/s each (burst {USER_LIMIT}); "
@@ -360,13 +375,61 @@ burst = {USER_LIMIT}
             f"batches {final.get(f'n{i}_store_batches', '?')} "
             f"({final.get(f'n{i}_store_batches_failed', '?')} failed)"
             for i in range(1, n + 1))]
+        if a.compare_sim and a.store == "single" and a.outage_s > 0:
+            lines += ["", *self.compare_sim(phases)]
         text = "\n".join(lines) + "\n"
         with open(os.path.join(self.out, "summary.md"), "w") as f:
             f.write(text)
         return text
 
 
+    def compare_sim(self, phases):
+        """The twin scenario in rlimit-sim; admitted / ideal of every class
+        together per phase, real beside simulated."""
+        a = self.args
+        csv_path = os.path.join(self.out, "sim.csv")
+        started = time.monotonic()
+        r = subprocess.run([os.path.join(self.build, "bin", "rlimit-sim"), "--scenario",
+                            "simulations/scenarios/redis4.toml", "--seed", "1", "--csv", csv_path,
+                            "--set", f'redis.sync_interval="{a.sync_interval}"',
+                            "--set", f"cluster.nodes={a.nodes}",
+                            "--set", f'duration="{a.seconds + 2}s"',
+                            "--set", f'redis_outage.0.start="{a.outage_at + 2}s"',
+                            "--set", f'redis_outage.0.end="{a.outage_at + a.outage_s + 2}s"'],
+                           capture_output=True, text=True, timeout=1800)
+        wall_s = time.monotonic() - started
+        with open(os.path.join(self.out, "sim.txt"), "w") as f:
+            f.write(r.stdout + r.stderr)
+        if r.returncode != 0:
+            return [f"rlimit-sim failed: {r.stderr.strip()}"]
+        samples = []
+        with open(csv_path) as f:
+            header = f.readline().strip().split(",")
+            at = {name: i for i, name in enumerate(header)}
+            for line in f:
+                v = line.strip().split(",")
+                samples.append((float(v[at["t_s"]]) - 2.0, float(v[at["ideal_per_s"]]),
+                                float(v[at["admitted_per_s"]])))
+        step = samples[1][0] - samples[0][0] if len(samples) > 1 else 0.1
+
+        def sim_ratio(t_from, t_to):
+            inside = [(i, ad) for t, i, ad in samples if t_from <= t < t_to]
+            ideal = sum(i for i, _ in inside) * step
+            return sum(ad for _, ad in inside) * step / ideal if ideal > 0 else float("nan")
+
+        out = ["Simulated twin (`rlimit-sim --scenario simulations/scenarios/redis4.toml "
+               f"--seed 1`, {a.seconds} s simulated in {wall_s:.1f} s wall: "
+               f"{a.seconds / wall_s:.1f}x real time). Admitted / ideal, every class together:",
+               "", "| phase | real | simulated | sim / real |", "|---|---:|---:|---:|"]
+        for p in phases:
+            sim = sim_ratio(p["from"] if p["name"] != "whole run" else 0, p["to"])
+            out.append(f"| {p['name']} | {p['all_ratio']:.4f} | {sim:.4f} | "
+                       f"{sim / p['all_ratio']:.3f} |")
+        return out
+
+
 def main():
+    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=["single", "cluster"], default="single")
     parser.add_argument("--nodes", type=int, default=4)
@@ -374,8 +437,12 @@ def main():
     parser.add_argument("--outage-at", type=int, default=40)
     parser.add_argument("--outage-s", type=int, default=10, help="0: no outage")
     parser.add_argument("--sync-interval", default="100ms")
+    parser.add_argument("--standin-max", default="60s",
+                        help="[redis] standin_max; \"0s\": each node alone while Redis is down")
     parser.add_argument("--build", default=os.environ.get("RLIMIT_BUILD_DIR", "build"))
     parser.add_argument("--out")
+    parser.add_argument("--compare-sim", action="store_true",
+                        help="also run the simulated twin (--store single only)")
     args = parser.parse_args()
     if not 1 <= args.nodes <= 16 or not 10 <= args.seconds <= 3600:
         parser.error("--nodes 1..16, --seconds 10..3600")
