@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <map>
 #include <set>
@@ -23,6 +24,7 @@
 #include "shell/grpc_face.h"
 #include "shell/health.h"
 #include "shell/latency_histogram.h"
+#include "shell/redis_service.h"
 #include "shell/rules_digest.h"
 
 namespace rlimit::shell {
@@ -227,6 +229,30 @@ TEST_F(MetricsTest, EveryStatusCounterHasAMetricOfOneType) {
   EXPECT_EQ(metric_for_status("connections_open")->type, MetricType::kGauge);
   EXPECT_EQ(metric_for_status("grpc_pending")->type, MetricType::kGauge);
   EXPECT_EQ(metric_for_status("busy_poll_cpu_us")->family, "rlimit_busy_poll_cpu_seconds_total");
+}
+
+TEST_F(MetricsTest, EveryRedisModeCounterHasAMetricOfOneType) {
+  boost::asio::io_context io;  // never run: no batch is ever sent
+  core::Limiter limiter(core::LimiterOptions{.replicated = true}, core::RuleSet{});
+  std::string error;
+  std::unique_ptr<RedisService> redis =
+      RedisService::start(io, config::RedisSettings{}, "n1", 1, limiter, error);
+  ASSERT_NE(redis, nullptr) << error;
+  std::vector<std::string> names;
+  redis->for_each_counter([&](std::string_view name, std::uint64_t) { names.emplace_back(name); });
+  ASSERT_GT(names.size(), 30u);
+  std::set<std::pair<std::string_view, std::string_view>> samples;
+  for (const std::string& name : names) {
+    const StatusMetric* m = metric_for_status(name);
+    ASSERT_NE(m, nullptr) << name << ": describe it in metrics.cc (kStatusMetrics)";
+    EXPECT_TRUE(m->family.starts_with("rlimit_store_") || m->family.starts_with("rlimit_redis_"))
+        << name;
+    EXPECT_EQ(m->type == MetricType::kCounter, m->family.ends_with("_total")) << name;
+    EXPECT_TRUE(samples.emplace(m->family, m->label_value).second) << name;
+  }
+  EXPECT_EQ(metric_for_status("store_healthy")->type, MetricType::kGauge);
+  EXPECT_EQ(metric_for_status("redis_bytes_in")->label_value, "in");
+  redis->stop();
 }
 
 TEST(MetricsFormat, EscapesLabelValuesAndHelp) {
