@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cassert>
 
-#include "core/fair_share.h"
-
 namespace rlimit::core {
 namespace {
 
@@ -88,8 +86,27 @@ std::optional<StoreBatch> StoreSync::tick(TimeUs now) {
 
   StoreBatch batch;
   batch.id = next_id_++;
+  add_writes(batch);
+  add_reads(batch, options_.max_reads_per_batch, now);
+  if (batch.writes.empty() && batch.reads.empty()) return std::nullopt;
+  send(batch, now);
+  return batch;
+}
+
+std::optional<StoreBatch> StoreSync::final_batch(TimeUs now) {
+  collect_changes(now);
+  for (std::string& key : in_flight_writes_) dirty_.insert(std::move(key));
+  in_flight_writes_.clear();
+  StoreBatch batch;
+  batch.id = next_id_++;
+  add_writes(batch);
+  if (batch.writes.empty()) return std::nullopt;
+  send(batch, now);
+  return batch;
+}
+
+void StoreSync::add_writes(StoreBatch& batch) {
   const Ledger& ledger = limiter_.ledger();
-  // Writes: the dirty keys, in a deterministic order.
   std::vector<std::string> keys;
   keys.reserve(dirty_.size());
   for (const std::string& key : dirty_) keys.push_back(key);
@@ -109,8 +126,9 @@ std::optional<StoreBatch> StoreSync::tick(TimeUs now) {
     write.key = std::move(key);
     batch.writes.push_back(std::move(write));
   }
-  add_reads(batch, options_.max_reads_per_batch, now);
-  if (batch.writes.empty() && batch.reads.empty()) return std::nullopt;
+}
+
+void StoreSync::send(const StoreBatch& batch, TimeUs now) {
   in_flight_id_ = batch.id;
   in_flight_since_us_ = now;
   in_flight_writes_.clear();
@@ -118,7 +136,6 @@ std::optional<StoreBatch> StoreSync::tick(TimeUs now) {
   ++stats_.batches;
   stats_.keys_written += batch.writes.size();
   stats_.keys_read += batch.reads.size();
-  return batch;
 }
 
 void StoreSync::on_result(const StoreResult& result, TimeUs now) {
@@ -165,20 +182,23 @@ void StoreSync::track_others(const StoreKey& key, const std::string& self, TimeU
         ++stats_.standin_origins_untracked;
         continue;
       }
-      h.others.push_back({entry.origin, entry.incarnation, entry.consumed, entry.consumed, now, 0});
+      h.others.push_back({entry.origin, entry.incarnation, entry.consumed, entry.consumed, now,
+                          entry.consumed, now, 0});
       continue;
     }
     // A stand-in may have raised the ledger past the real counter (so the
     // merge raises nothing): the origin is still live when its real one rose.
     if (entry.consumed > r->seen) origin_seen_us_[entry.origin] = now;
     r->seen = entry.consumed;
-    if (now - r->mark_us >= FairShare::kWeightWindowUs) {
-      r->rate_per_us = entry.consumed > r->mark
-                           ? static_cast<double>(entry.consumed - r->mark) /
-                                 static_cast<double>(now - r->mark_us)
+    if (now - r->newer_us >= kRateStepUs) {
+      r->rate_per_us = entry.consumed > r->older
+                           ? static_cast<double>(entry.consumed - r->older) /
+                                 static_cast<double>(now - r->older_us)
                            : 0.0;
-      r->mark = entry.consumed;
-      r->mark_us = now;
+      r->older = r->newer;
+      r->older_us = r->newer_us;
+      r->newer = entry.consumed;
+      r->newer_us = now;
     }
   }
 }

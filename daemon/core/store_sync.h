@@ -21,8 +21,9 @@
 // So, while the store fails, every sync interval a key held here that has
 // had no news for longer than the news horizon is charged with what each
 // other origin would have consumed since its last news at the rate it
-// consumed before (measured over FairShare::kWeightWindowUs from the
-// store's answers): its counter in the ledger is raised to the estimate,
+// consumed before (from the store's answers, over the last 1 to 2
+// kRateStepUs: a burst at the key's start is out of it after three steps):
+// its counter in the ledger is raised to the estimate,
 // for at most standin_max_us after the key's last news. When the real
 // counters come back they are merged by max as always: a real counter above
 // the estimate charges the difference, one below it charges nothing (the
@@ -109,6 +110,11 @@ class StoreSync {
   // The result of a batch. A late result of a batch given up is still
   // merged (its counters are absolute) but changes no bookkeeping.
   void on_result(const StoreResult& result, TimeUs now);
+  // The last batch, when the node stops gracefully: every key whose own
+  // counter the store may lack (waiting, or in the batch in flight, whose
+  // answer will not be waited for), at most max_writes_per_batch, no reads;
+  // nullopt when there is none. Its result goes to on_result as any.
+  std::optional<StoreBatch> final_batch(TimeUs now);
 
   // Whether the last batch's result came back whole; true before any.
   bool store_healthy() const { return healthy_; }
@@ -130,11 +136,18 @@ class StoreSync {
   const StoreSyncOptions& options() const { return options_; }
 
   static constexpr TimeUs kOriginWindowUs = 10'000'000;
+  // Stand-ins' rates: a mark every step, the rate over the last two.
+  static constexpr TimeUs kRateStepUs = 1'000'000;
 
  private:
   // Moves keys whose own counter changed from the ledger's changed list into
   // dirty_ and held_.
   void collect_changes(TimeUs now);
+  // Moves dirty keys, in a deterministic order, into `batch` as writes of
+  // this node's counters (at most max_writes_per_batch).
+  void add_writes(StoreBatch& batch);
+  // Makes `batch` the one in flight, counted.
+  void send(const StoreBatch& batch, TimeUs now);
   void add_reads(StoreBatch& batch, std::size_t budget, TimeUs now);
   void update_share_view(TimeUs now);
   // The key's other origins' counters from a result, and their rates.
@@ -153,13 +166,15 @@ class StoreSync {
   TimeUs next_sync_us_ = 0;
   std::unordered_set<std::string> dirty_;
   // Another origin's counter on a held key as the store last said, and its
-  // rate (per microsecond) over the last weight window.
+  // rate (per microsecond) from the older of two marks kRateStepUs apart.
   struct OriginRate {
     std::string origin;
     std::uint64_t incarnation = 0;
     std::uint64_t seen = 0;
-    std::uint64_t mark = 0;  // the counter at mark_us, where the rate's window starts
-    TimeUs mark_us = 0;
+    std::uint64_t older = 0;  // the counter at older_us, where the rate's window starts
+    TimeUs older_us = 0;
+    std::uint64_t newer = 0;  // the counter at newer_us, the next window's start
+    TimeUs newer_us = 0;
     double rate_per_us = 0;
   };
   struct Held {

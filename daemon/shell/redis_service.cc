@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -65,6 +66,7 @@ struct RedisService::State : std::enable_shared_from_this<State> {
   State(asio::io_context& io, core::StoreSyncOptions sync_options, core::Limiter& limiter,
         RedisStoreOptions store_options)
       : io(io),
+        flush_bound(2 * (store_options.connect_timeout_ms + store_options.command_timeout_ms)),
         timer(io),
         sync(sync_options, limiter),
         store(std::move(store_options)),
@@ -99,6 +101,35 @@ struct RedisService::State : std::enable_shared_from_this<State> {
     report_health();
   }
 
+  // Writes what the store may lack, once, when the node stops: waits for
+  // the answer, bounded by the store's own timeouts (this is the stop path;
+  // nothing else runs on the loop meanwhile).
+  void flush(std::chrono::milliseconds bound) {
+    std::optional<core::StoreBatch> batch = sync.final_batch(steady_now_us());
+    if (!batch) return;
+    const std::size_t keys = batch->writes.size();
+    auto answer = std::make_shared<std::promise<core::StoreResult>>();
+    std::future<core::StoreResult> future = answer->get_future();
+    std::optional<core::StoreResult> refused = store.submit(
+        std::move(*batch), [answer](core::StoreResult result) { answer->set_value(result); });
+    if (refused) {
+      spdlog::warn("redis: the last {} keys were not written on stop: {}", keys, refused->error);
+      return;
+    }
+    if (future.wait_for(bound) != std::future_status::ready) {
+      spdlog::warn("redis: the last {} keys were not written on stop: no answer within {} ms",
+                   keys, bound.count());
+      return;
+    }
+    const core::StoreResult result = future.get();
+    sync.on_result(result, steady_now_us());
+    if (result.ok) {
+      spdlog::info("redis: wrote the last {} keys on stop", keys);
+    } else {
+      spdlog::warn("redis: the last {} keys were not all written on stop: {}", keys, result.error);
+    }
+  }
+
   void report_health() {
     if (!sync.take_health_change()) return;
     if (sync.store_healthy()) {
@@ -114,6 +145,10 @@ struct RedisService::State : std::enable_shared_from_this<State> {
   }
 
   asio::io_context& io;
+  // How long stop() waits for the last batch: a connect and a command, twice
+  // (the batch in flight may finish first). Before `store`, which takes the
+  // options.
+  std::chrono::milliseconds flush_bound;
   asio::steady_timer timer;
   core::StoreSync sync;
   RedisStore store;
@@ -156,6 +191,7 @@ void RedisService::stop() {
   if (state_->stopped) return;
   state_->stopped = true;
   state_->timer.cancel();
+  state_->flush(state_->flush_bound);
   state_->store.stop();
 }
 

@@ -51,8 +51,9 @@ class RedisService {
   RedisService(const RedisService&) = delete;
   RedisService& operator=(const RedisService&) = delete;
 
-  // Stops the timer and the store (the batch in flight finishes, bounded by
-  // the timeouts). Idempotent.
+  // Stops the timer, writes once more every key whose own counter the store
+  // may lack (waiting for the answer at most twice the connect and command
+  // timeouts), and stops the store. Idempotent.
   void stop();
 
   const core::StoreSync& sync() const;

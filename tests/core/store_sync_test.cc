@@ -284,6 +284,32 @@ TEST(StoreSyncTest, AResultWithManyNewOriginsAndOurEchoMergesEveryOther) {
   EXPECT_EQ(a.remaining("u1", 3), 100 - 8);
 }
 
+TEST(StoreSyncTest, TheFinalBatchWritesWhatTheStoreMayLackAtOnce) {
+  MemoryStore store;
+  Node a("a", 1), b("b", 1);
+  EXPECT_EQ(a.consume("u1", 5, 0), 5);
+  std::optional<StoreBatch> lost = a.sync->tick(1);  // in flight, never answered
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(a.consume("u2", 3, 2), 3);  // waiting for the next interval
+  EXPECT_EQ(a.consume("u1", 1, 3), 1);
+  std::optional<StoreBatch> last = a.sync->final_batch(4);
+  ASSERT_TRUE(last);
+  EXPECT_TRUE(last->reads.empty());
+  ASSERT_EQ(last->writes.size(), 2u);
+  EXPECT_EQ(last->writes[0].key, lost->writes[0].key);
+  EXPECT_EQ(last->writes[0].entries[0].consumed, 6u);  // the latest value
+  EXPECT_EQ(last->writes[1].entries[0].consumed, 3u);
+  a.sync->on_result(store.apply(*last, 5), 5);
+  EXPECT_TRUE(a.sync->store_healthy());
+  EXPECT_FALSE(a.sync->in_flight());
+  EXPECT_FALSE(a.sync->final_batch(6));  // nothing left
+  // b hears all of it on its first write of each key.
+  EXPECT_EQ(b.consume("u1", 1, 7), 1);
+  EXPECT_EQ(b.consume("u2", 1, 7), 1);
+  ASSERT_TRUE(b.sync_with(store, 8));
+  EXPECT_EQ(b.sync->stats().tokens_charged_remote, 9u);
+}
+
 // Two nodes each demand 150/s of a key limited to 100/s, 5 s through the
 // store, 5 s with the store down, 5 s after it returns. Alone, each would
 // spend the whole limit while the store is down (200/s in all) and both
