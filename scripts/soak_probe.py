@@ -24,16 +24,10 @@ import threading
 import time
 import urllib.request
 
+from soak_report import read_text  # same directory; defines, runs nothing on import
+
 NODES = (1, 2, 3)
 REQUEST_TIMEOUT_S = 30
-
-
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
 
 
 def schedstat_ms(pid, tid=None):
