@@ -178,7 +178,7 @@ void StoreSync::track_others(const StoreKey& key, const std::string& self, TimeU
       return o.origin == entry.origin && o.incarnation == entry.incarnation;
     });
     if (r == h.others.end()) {
-      if (h.others.size() >= options_.max_standin_origins_per_key) {
+      if (h.others.size() >= limiter_.ledger().bounds().max_entries_per_key) {
         ++stats_.standin_origins_untracked;
         continue;
       }
@@ -191,10 +191,9 @@ void StoreSync::track_others(const StoreKey& key, const std::string& self, TimeU
     if (entry.consumed > r->seen) origin_seen_us_[entry.origin] = now;
     r->seen = entry.consumed;
     if (now - r->newer_us >= kRateStepUs) {
-      r->rate_per_us = entry.consumed > r->older
-                           ? static_cast<double>(entry.consumed - r->older) /
-                                 static_cast<double>(now - r->older_us)
-                           : 0.0;
+      r->rate_per_us = entry.consumed > r->older ? static_cast<double>(entry.consumed - r->older) /
+                                                       static_cast<double>(now - r->older_us)
+                                                 : 0.0;
       r->older = r->newer;
       r->older_us = r->newer_us;
       r->newer = entry.consumed;

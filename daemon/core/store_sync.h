@@ -72,9 +72,6 @@ struct StoreSyncOptions {
   // origins are still charged at their earlier rates (stand-ins, above); 0:
   // never, each node alone spends the whole limit.
   TimeUs standin_max_us = 60'000'000;
-  // Other origins per key whose rates are followed for stand-ins; beyond it
-  // an origin is not estimated (counted).
-  std::uint32_t max_standin_origins_per_key = 64;
 };
 
 struct StoreSyncStats {
@@ -89,7 +86,9 @@ struct StoreSyncStats {
   std::uint64_t entries_applied = 0;  // raised a counter
   std::uint64_t tokens_charged_remote = 0;
   std::uint64_t tokens_charged_standin = 0;  // estimates while the store failed (stand-ins)
-  std::uint64_t standin_origins_untracked = 0;  // over max_standin_origins_per_key
+  // Origins not estimated: the key's followed origins were at the ledger's
+  // max_entries_per_key (an origin past it gets no entry to raise).
+  std::uint64_t standin_origins_untracked = 0;
   std::uint64_t store_down = 0;  // changes of state from reachable to failing
   std::uint64_t commands = 0;    // from the results
   std::uint64_t round_trips = 0;

@@ -85,10 +85,14 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
   // Every member, a restarting one briefly under two ids' worth of state,
   // and room for senders forgotten by membership but still in the window.
   out.replay.max_senders = 2 * s.max_members + 64;
-  out.ledger_bounds = {.max_origins = s.max_origins,
-                       .max_keys = s.max_ledger_keys,
-                       .max_entries_per_key = s.max_entries_per_key};
+  out.ledger_bounds = make_ledger_bounds(s);
   return out;
+}
+
+core::Ledger::Bounds make_ledger_bounds(const config::ClusterSettings& s) {
+  return {.max_origins = s.max_origins,
+          .max_keys = s.max_ledger_keys,
+          .max_entries_per_key = s.max_entries_per_key};
 }
 
 core::TimeUs tick_interval_us(const config::ClusterSettings& settings) {

@@ -283,7 +283,7 @@ const StatusMetric kStatusMetrics[] = {
         "rlimit_store_tokens_charged_standin_total",
         "Redis mode: tokens charged as stand-ins (others' estimated use while the store failed)."),
     counter("rlimit_store_standin_origins_untracked_total",
-            "Redis mode: origins not estimated: over max_standin_origins_per_key."),
+            "Redis mode: origins not estimated: over [cluster] max_entries_per_key."),
     counter("rlimit_store_down_total",
             "Redis mode: changes from a store that answers to one that fails."),
     gauge("rlimit_store_healthy", "Redis mode: 1 while the last batch came back whole."),

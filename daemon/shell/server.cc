@@ -265,6 +265,8 @@ bool Server::start_redis() {
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
   std::string error;
+  // The store carries what other nodes wrote: bounded as a peer's news is.
+  limiter_.ledger().set_bounds(make_ledger_bounds(cluster_settings_));
   redis_ = RedisService::start(io_, redis_settings_, settings_.node_id,
                                static_cast<std::uint64_t>(wall_us), limiter_, error);
   if (redis_ == nullptr) {

@@ -41,6 +41,17 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
   };
   for_each_stat(limiter.stats(), add_counter);
   for_each_counter(counters, add_counter);
+  // The ledger's, in either replicated mode (peers' news or the store's).
+  auto add_ledger_counters = [&] {
+    // Tokens of consumption from before this process started that were not
+    // charged: each key takes at most one burst of it (docs/cluster.md).
+    add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
+    // What peers (or the store) sent that the ledger's bounds refused
+    // ([cluster] max_origins, max_ledger_keys, max_entries_per_key).
+    add_counter("ledger_origins_over_bound", limiter.ledger().origins_over_bound());
+    add_counter("ledger_keys_over_bound", limiter.ledger().keys_over_bound());
+    add_counter("ledger_entries_over_bound", limiter.ledger().entries_over_bound());
+  };
   if (context.cluster != nullptr) {
     const core::Membership& membership = context.cluster->membership();
     for_each_cluster_stat(context.cluster->stats(), add_counter);
@@ -54,20 +65,13 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("members_suspect", by_state[static_cast<int>(core::MemberState::kSuspect)]);
     add_counter("members_dead", by_state[static_cast<int>(core::MemberState::kDead)]);
     add_counter("members_left", by_state[static_cast<int>(core::MemberState::kLeft)]);
-    // Tokens of consumption from before this process started that were not
-    // charged: each key takes at most one burst of it (docs/cluster.md).
-    add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
-    // What peers sent that the ledger's bounds refused ([cluster] max_origins,
-    // max_ledger_keys, max_entries_per_key).
-    add_counter("ledger_origins_over_bound", limiter.ledger().origins_over_bound());
-    add_counter("ledger_keys_over_bound", limiter.ledger().keys_over_bound());
-    add_counter("ledger_entries_over_bound", limiter.ledger().entries_over_bound());
+    add_ledger_counters();
   }
   if (context.peer_counters != nullptr) for_each_peer_counter(*context.peer_counters, add_counter);
   if (context.grpc_counters != nullptr) for_each_grpc_counter(*context.grpc_counters, add_counter);
   if (context.redis != nullptr) {
     context.redis->for_each_counter(add_counter);
-    add_counter("ledger_history_forgiven", limiter.ledger().history_forgiven());
+    add_ledger_counters();
   }
   if (context.rules != nullptr) {
     add_counter("rules_version", context.rules->current().version.version);

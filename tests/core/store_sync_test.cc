@@ -310,6 +310,19 @@ TEST(StoreSyncTest, TheFinalBatchWritesWhatTheStoreMayLackAtOnce) {
   EXPECT_EQ(b.sync->stats().tokens_charged_remote, 9u);
 }
 
+TEST(StoreSyncTest, StandInsFollowAtMostTheLedgersEntriesPerKey) {
+  Node a("a", 1);
+  a.limiter->ledger().set_bounds({.max_entries_per_key = 2});
+  EXPECT_EQ(a.consume("u1", 1, 0), 1);
+  std::optional<StoreBatch> batch = a.sync->tick(1);
+  ASSERT_TRUE(batch);
+  StoreResult result;
+  result.id = batch->id;
+  result.keys.push_back({batch->writes[0].key, {{"b", 1, 5}, {"c", 1, 5}, {"d", 1, 5}}});
+  a.sync->on_result(result, 2);
+  EXPECT_EQ(a.sync->stats().standin_origins_untracked, 1u);
+}
+
 // Two nodes each demand 150/s of a key limited to 100/s, 5 s through the
 // store, 5 s with the store down, 5 s after it returns. Alone, each would
 // spend the whole limit while the store is down (200/s in all) and both
