@@ -143,7 +143,7 @@ std::string rules_text(int limit) {
 struct DeferredRules {
   DeferredRules()
       : rules(
-            {.node_id = "n1", .state_file = "/nonexistent/only-named"},
+            {.node_id = "n1", .state_file = "/nonexistent/only-named", .load = {}},
             [this](core::RuleSet set) {
               installed.push_back(set.rules.empty() ? 0 : set.rules[0].params.limit);
               return core::ReplaceSummary{};
