@@ -64,8 +64,18 @@ class CounterPacker {
     start();
   }
 
-  // Which entries of a key add() packs.
-  enum class Entries { kAll, kChanged };
+  // Which entries of a key add() packs: all, those with gossip rounds left,
+  // or only our own (origin 0) if it has rounds left.
+  enum class Entries { kAll, kChanged, kOwnChanged };
+
+  // How many items (entries and floors) of `state` add() packs for `which`.
+  static std::size_t count(const Ledger::KeyState& state, Entries which) {
+    std::size_t n = 0;
+    for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset*) {
+      n += wanted(e, which) ? 1 : 0;
+    });
+    return n;
+  }
 
   // Adds the entries of `key` (every one, or only those with gossip rounds
   // left). Returns false (adding nothing) if the current payload is full and
@@ -76,9 +86,7 @@ class CounterPacker {
   // The key's balance is offered only with all of its entries together.
   bool add(std::string_view key, const Ledger::KeyState& state, bool may_open,
            Entries which = Entries::kAll) {
-    const auto wanted = [which](const Ledger::Entry& e) {
-      return which == Entries::kAll || e.sends_left > 0;
-    };
+    const auto wanted = [which](const Ledger::Entry& e) { return CounterPacker::wanted(e, which); };
     const std::size_t before = size();
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
@@ -120,6 +128,18 @@ class CounterPacker {
  private:
   Counters* counters() { return current_.mutable_counters(); }
   const Counters* counters() const { return &current_.counters(); }
+
+  static bool wanted(const Ledger::Entry& e, Entries which) {
+    switch (which) {
+      case Entries::kAll:
+        return true;
+      case Entries::kChanged:
+        return e.sends_left > 0;
+      case Entries::kOwnChanged:
+        return e.origin == 0 && e.sends_left > 0;
+    }
+    return false;
+  }
 
   // The payload's size, kept as entries and origins come and go: measuring
   // the whole message after every key made packing quadratic in its entries.
@@ -543,6 +563,67 @@ void ClusterNode::tick(TimeUs now) {
   }
 }
 
+void ClusterNode::refresh_owners() {
+  const std::vector<const Member*>& peers = membership_.live_peers();
+  if (membership_.live_version() == key_owners_version_) return;
+  key_owners_version_ = membership_.live_version();
+  std::vector<std::string> ids;
+  ids.reserve(peers.size() + 1);
+  ids.push_back(membership_.self().id);
+  for (const Member* peer : peers) ids.push_back(peer->id);
+  key_owners_.assign(std::move(ids));
+  self_owner_ = 0;
+}
+
+const Member* ClusterNode::owner_member(std::uint32_t i) const {
+  return i == self_owner_ ? &membership_.self() : membership_.member(key_owners_.id(i));
+}
+
+namespace {
+
+// The payloads of one round of routed sends: a packer per destination.
+class RoutedPackers {
+ public:
+  // `base` as CounterPacker's (the cluster name set, for the size).
+  RoutedPackers(const Ledger& ledger, PeerMessage base, std::size_t budget, BalanceOf balance_of,
+                std::uint32_t max_packets)
+      : ledger_(ledger),
+        base_(std::move(base)),
+        budget_(budget),
+        balance_of_(std::move(balance_of)),
+        max_packets_(max_packets) {}
+  // Adds `which` entries of `key` for `to`; false if its payloads are full.
+  bool add(const Member* to, std::string_view key, const Ledger::KeyState& state,
+           CounterPacker::Entries which) {
+    auto it = packers_.find(to);
+    if (it == packers_.end()) {
+      it = packers_.try_emplace(to, ledger_, base_, budget_, balance_of_).first;
+      order_.push_back(to);
+    }
+    CounterPacker& packer = it->second;
+    return packer.add(key, state, packer.finished() + 1 < max_packets_, which);
+  }
+  // Calls send(member, packet) for every payload, in the order the
+  // destinations were first added to (deterministic).
+  template <typename Send>
+  void flush(Send&& send) {
+    for (const Member* to : order_) {
+      for (PeerMessage& packet : packers_.find(to)->second.take()) send(*to, packet);
+    }
+  }
+
+ private:
+  const Ledger& ledger_;
+  PeerMessage base_;
+  std::size_t budget_;
+  BalanceOf balance_of_;
+  std::uint32_t max_packets_;
+  std::unordered_map<const Member*, CounterPacker> packers_;
+  std::vector<const Member*> order_;
+};
+
+}  // namespace
+
 void ClusterNode::gossip_round(TimeUs now) {
   Ledger& ledger = limiter_.ledger();
   std::vector<const Member*> peers = membership_.live_peers();
@@ -555,6 +636,7 @@ void ClusterNode::gossip_round(TimeUs now) {
                            .horizon_us = options_.gossip_interval_us * (rounds + 1)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
+  if (options_.owners_per_key > 0) refresh_owners();
   if (options_.fanout > 0 && peers.size() > options_.fanout) {
     // A partial Fisher-Yates picks `fanout` distinct peers.
     for (std::size_t i = 0; i < options_.fanout; ++i) {
@@ -568,12 +650,68 @@ void ClusterNode::gossip_round(TimeUs now) {
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
   CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
+  RoutedPackers routed_out(ledger, base, counter_budget(), balance_of(now),
+                           options_.max_packets_per_round);
+  // Sends a routed key's changes: ours to its owners; as an owner, the
+  // changes to its other origins and owners, and the whole key to an origin
+  // new to it. False if some destination's payloads are full.
+  const auto route = [&](const std::string& key, const Ledger::KeyState& state) {
+    key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
+    const bool owner = std::find(owners_scratch_.begin(), owners_scratch_.end(), self_owner_) !=
+                       owners_scratch_.end();
+    using Entries = CounterPacker::Entries;
+    if (!owner) {
+      const std::size_t items = CounterPacker::count(state, Entries::kOwnChanged);
+      if (items == 0) return true;  // only news we learned: the owners sent it
+      for (const std::uint32_t i : owners_scratch_) {
+        const Member* to = owner_member(i);
+        if (to == nullptr) continue;
+        if (!routed_out.add(to, key, state, Entries::kOwnChanged)) return false;
+        stats_.routed_entries_to_owners += items;
+      }
+      return true;
+    }
+    std::vector<const Member*>& sent_to = route_destinations_;
+    sent_to.clear();
+    const auto forward = [&](const Member* to, Entries which) {
+      if (to == nullptr || to == &membership_.self() ||
+          std::find(sent_to.begin(), sent_to.end(), to) != sent_to.end()) {
+        return true;
+      }
+      sent_to.push_back(to);
+      const std::size_t items = CounterPacker::count(state, which);
+      if (items == 0) return true;
+      if (!routed_out.add(to, key, state, which)) return false;
+      stats_.routed_entries_forwarded += items;
+      if (which == Entries::kAll) ++stats_.routed_newcomer_keys;
+      return true;
+    };
+    for (const Ledger::Entry& e : state.entries) {
+      if (e.origin == 0) continue;  // ours
+      const Member* to = membership_.member(ledger.origin_name(e.origin));
+      if (to == nullptr || !is_live(to->state)) continue;
+      if (!forward(to, e.newcomer ? Entries::kAll : Entries::kChanged)) return false;
+    }
+    for (const std::uint32_t i : owners_scratch_) {
+      if (i != self_owner_ && !forward(owner_member(i), Entries::kChanged)) return false;
+    }
+    return true;
+  };
   const std::vector<std::string>& changed = ledger.changed();
-  std::vector<std::size_t> sent_keys;  // indices into changed
+  std::vector<std::size_t> sent_keys;    // indices into changed
+  std::vector<std::size_t> routed_keys;  // the same, sent by routing
   bool deferred = false;
   for (std::size_t i = changed.size(); i-- > 0;) {
     const Ledger::KeyState& state = ledger.changed_state(i);
     if (state.sends_left == 0) continue;
+    if (routed(state)) {
+      if (route(changed[i], state)) {
+        routed_keys.push_back(i);
+      } else {
+        deferred = true;  // some destination's payloads are full: next round
+      }
+      continue;
+    }
     const bool may_open = packer.finished() + 1 < options_.max_packets_per_round;
     if (!packer.add(changed[i], state, may_open, CounterPacker::Entries::kChanged)) {
       deferred = true;
@@ -584,10 +722,13 @@ void ClusterNode::gossip_round(TimeUs now) {
   if (deferred) ++stats_.gossip_backlog_deferred;
   std::vector<PeerMessage> packets = packer.take();
   for (const std::size_t i : sent_keys) ledger.sent_changed(i);
+  for (const std::size_t i : routed_keys) ledger.routed_sent_changed(i);
   ledger.compact_changed();
   std::string body;
   for (PeerMessage& packet : packets) {
-    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
+    const std::uint64_t entries = static_cast<std::uint64_t>(packet.counters().entries_size());
+    stats_.entries_sent += entries * peers.size();
+    stats_.entries_gossiped += entries * peers.size();
     stats_.balances_sent += count_balances(packet) * peers.size();
     // The counters are the same for every peer; only the piggybacked news
     // differs. Serialize them once.
@@ -596,6 +737,14 @@ void ClusterNode::gossip_round(TimeUs now) {
     packet.SerializeToString(&body);
     for (const Member* peer : peers) send_body(*peer, body);
   }
+  routed_out.flush([&](const Member& to, PeerMessage& packet) {
+    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
+    stats_.balances_sent += count_balances(packet);
+    packet.clear_cluster();
+    body.clear();
+    packet.SerializeToString(&body);
+    send_body(to, body);
+  });
 }
 
 void ClusterNode::anti_entropy(TimeUs now) {
@@ -603,25 +752,50 @@ void ClusterNode::anti_entropy(TimeUs now) {
   if (peers.empty()) return;
   std::uniform_int_distribution<std::size_t> pick(0, peers.size() - 1);
   const Member* peer = peers[pick(rng_)];
+  if (options_.owners_per_key > 0) refresh_owners();
   Ledger& ledger = limiter_.ledger();
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
   CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
+  // Routed keys go to their first owner other than us (a payload each may
+  // hold many keys of that owner's).
+  RoutedPackers routed_out(ledger, base, counter_budget(), balance_of(now), UINT32_MAX);
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
                                                         const Ledger::KeyState& state) {
-    if (limiter_.within_retention(key, now - state.changed_us, 2)) packer.add(key, state, true);
+    if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
+    if (routed(state)) {
+      key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
+      for (const std::uint32_t owner : owners_scratch_) {
+        if (owner == self_owner_) continue;
+        if (const Member* to = owner_member(owner); to != nullptr) {
+          routed_out.add(to, key, state, CounterPacker::Entries::kAll);
+          return;
+        }
+      }
+      return;  // we alone own it: nobody to compare with
+    }
+    packer.add(key, state, true);
   });
   std::vector<PeerMessage> packets = packer.take();
-  if (packets.empty()) return;
-  ++stats_.anti_entropy_pushes;
+  bool pushed = false;
   for (PeerMessage& packet : packets) {
+    pushed = true;
     packet.mutable_counters()->set_anti_entropy(true);
     stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
     stats_.balances_sent += count_balances(packet);
     send({peer->address, std::move(packet), peer->id});
   }
+  routed_out.flush([&](const Member& to, PeerMessage& packet) {
+    pushed = true;
+    packet.set_cluster(options_.cluster_name);
+    packet.mutable_counters()->set_anti_entropy(true);
+    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
+    stats_.balances_sent += count_balances(packet);
+    send({to.address, std::move(packet), to.id});
+  });
+  if (pushed) ++stats_.anti_entropy_pushes;
 }
 
 void ClusterNode::leave(TimeUs now) {

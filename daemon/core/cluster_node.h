@@ -13,6 +13,16 @@
 // anti_entropy_interval_us, one random live peer gets a slice of all retained
 // counters and answers with what it knows better, which repairs anything lost.
 //
+// Owner routing (options.owners_per_key > 0; docs/cluster.md, "Owner routing"):
+// a key with at most routed_max_origins entries is not gossiped. A node
+// sends its own changed entry of such a key to the key's owners (rendezvous
+// hashing over the live members, key_owners.h); an owner sends the key's
+// changed entries to the key's other origins that are live members and to
+// the other owners, and every entry of the key to an origin new to it. Each
+// is sent once; anti-entropy pushes routed keys to their first owner, whose
+// answer repairs what was lost. Keys with more origins are gossiped as
+// above: every path carries the same max-merged counters.
+//
 // Not thread-safe: the same event loop that drives the Limiter drives this.
 #pragma once
 
@@ -25,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/key_owners.h"
 #include "core/limiter.h"
 #include "core/membership.h"
 #include "core/replay_window.h"
@@ -53,6 +64,11 @@ struct ClusterOptions {
   ReplayWindowOptions replay;
   // What peers may make the limiter's ledger hold (set at start).
   Ledger::Bounds ledger_bounds;
+  // Owner routing (above): owners per key, 0 (the default) to gossip every
+  // key; at most KeyOwners::kMaxOwners.
+  std::uint32_t owners_per_key = 0;
+  // A key with more entries (origins) than this is gossiped.
+  std::uint32_t routed_max_origins = 16;
 };
 
 struct ClusterStats {
@@ -86,6 +102,14 @@ struct ClusterStats {
   std::uint64_t replay_unsequenced_accepted = 0;
   std::uint64_t replay_senders_evicted = 0;  // forgotten: the window held max_senders
   std::uint64_t misdirected = 0;             // to_id named another node
+  // Owner routing: entries sent by gossip (to random peers), entries of
+  // routed keys sent to their owners, and entries an owner sent on to a
+  // key's origins and co-owners (of which whole keys sent to an origin new
+  // to them); each counted once per destination.
+  std::uint64_t entries_gossiped = 0;
+  std::uint64_t routed_entries_to_owners = 0;
+  std::uint64_t routed_entries_forwarded = 0;
+  std::uint64_t routed_newcomer_keys = 0;
 };
 
 // A payload to deliver to `address` (a serialized peer::v1::PeerMessage; the
@@ -157,6 +181,14 @@ class ClusterNode {
       TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
+  // Owner routing: whether a key is routed, and the owners of live members
+  // brought up to date with the membership.
+  bool routed(const Ledger::KeyState& state) const {
+    return options_.owners_per_key > 0 && state.entries.size() <= options_.routed_max_origins;
+  }
+  void refresh_owners();
+  // The live member (ourselves included) the owners index `i` names.
+  const Member* owner_member(std::uint32_t i) const;
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);
   // Sends what rules_sync_ put in its outbox.
   void send_rules_out();
@@ -182,8 +214,13 @@ class ClusterNode {
   static constexpr std::size_t kArenaBlockBytes = 16 * 1024;
   std::unique_ptr<char[]> arena_block_;
   google::protobuf::Arena arena_;
-  peer::v1::PeerMessage header_;             // reused by send_body
-  std::vector<std::uint32_t> origin_slots_;  // on_counters: payload origin -> ledger index
+  peer::v1::PeerMessage header_;                   // reused by send_body
+  std::vector<std::uint32_t> origin_slots_;        // on_counters: payload origin -> ledger index
+  KeyOwners key_owners_;                           // over the live members and us
+  std::uint64_t key_owners_version_ = UINT64_MAX;  // membership's live_version() at refresh
+  std::uint32_t self_owner_ = 0;                   // our index in key_owners_
+  std::vector<std::uint32_t> owners_scratch_;
+  std::vector<const Member*> route_destinations_;
 };
 
 }  // namespace rlimit::core

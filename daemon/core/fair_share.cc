@@ -2,17 +2,12 @@
 
 #include <algorithm>
 
+#include "core/stable_hash.h"
+
 namespace rlimit::core {
 namespace {
 
 using i128 = __int128;
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Growth of a counter since a mark; an entry replaced by a new incarnation
 // (after garbage collection) starts below it: all of it is growth.

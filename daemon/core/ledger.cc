@@ -4,6 +4,8 @@
 #include <bit>
 #include <cassert>
 
+#include "core/stable_hash.h"
+
 namespace rlimit::core {
 namespace {
 
@@ -144,12 +146,6 @@ namespace {
 // nodes that reset a key at once make different epochs (the higher wins).
 constexpr int kEpochMarkBits = 20;
 
-// FNV-1a, continuing from `hash`: the same on every build and platform.
-std::uint64_t fnv1a(std::string_view bytes, std::uint64_t hash = 14695981039346656037ull) {
-  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return hash;
-}
-
 std::uint64_t epoch_mark(std::string_view id) {
   return fnv1a(id) & ((std::uint64_t{1} << kEpochMarkBits) - 1);
 }
@@ -182,7 +178,7 @@ std::uint64_t Ledger::reset_local(std::string_view key, TimeUs now) {
   reset->floor_count = static_cast<std::uint32_t>(state.entries.size());
   reset->floors = state.entries;
   // A key with no entries still sends its reset: one floor of nothing.
-  if (reset->floors.empty()) reset->floors.push_back(Entry{0, 0, 0, 0});
+  if (reset->floors.empty()) reset->floors.push_back(Entry{});
   state.reset = std::move(reset);
   state.pending.reset();
   state.share.reset();  // the key starts afresh: so does its share
@@ -224,7 +220,7 @@ Ledger::FloorMerge Ledger::merge_floor(std::string_view key, std::uint64_t epoch
       ++entries_over_bound_;
       return FloorMerge::kOld;
     }
-    floors.push_back(Entry{origin, 0, incarnation, consumed});
+    floors.push_back(Entry{.origin = origin, .incarnation = incarnation, .consumed = consumed});
     floor = &floors.back();
   }
   floor->consumed = consumed;
@@ -247,7 +243,7 @@ void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost
     // A fresh entry: incarnation = process incarnation + time since start, so
     // it is larger than any entry this origin made for this key before.
     const auto elapsed = static_cast<std::uint64_t>(std::max<TimeUs>(0, now - start_us_));
-    state.entries.push_back({0, 0, incarnation_ + elapsed, 0});
+    state.entries.push_back({.origin = 0, .incarnation = incarnation_ + elapsed});
     state.own = static_cast<std::int32_t>(state.entries.size() - 1);
   }
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
@@ -287,7 +283,8 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
     ++entries_over_bound_;
     return {};
   }
-  entries.push_back({origin, 0, incarnation, consumed});
+  entries.push_back(
+      {.origin = origin, .newcomer = true, .incarnation = incarnation, .consumed = consumed});
   touch(it->first, it->second, entries.back(), now);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
@@ -333,6 +330,20 @@ std::uint64_t Ledger::consumed_sum(const KeyState& state) {
 void Ledger::sent(std::string_view key) {
   auto it = keys_.find(key);
   if (it != keys_.end()) sent_entries(it->second);
+}
+
+void Ledger::routed_sent_changed(std::size_t i) {
+  KeyState& state = *changed_states_[i];
+  const auto sent = [](std::vector<Entry>& entries) {
+    for (Entry& e : entries) {
+      e.sends_left = 0;
+      e.newcomer = false;
+    }
+  };
+  sent(state.entries);
+  if (state.reset) sent(state.reset->floors);
+  if (state.pending) sent(state.pending->floors);
+  state.sends_left = 0;
 }
 
 void Ledger::compact_changed() {

@@ -57,9 +57,15 @@ class Ledger {
   struct Entry {
     std::uint32_t origin = 0;      // index into origins()
     std::uint16_t sends_left = 0;  // gossip rounds this entry is still sent in
+    // Made by a merge: an origin this node had not seen on the key. An owner
+    // of a routed key sends such an origin every entry of the key once
+    // (docs/cluster.md, "Owner routing"); cleared by routed_sent_changed.
+    // In the padding: an entry stays 24 bytes.
+    bool newcomer = false;
     std::uint64_t incarnation = 0;
     std::uint64_t consumed = 0;
   };
+  static_assert(sizeof(Entry) == 24);
   // A reset of a key: its epoch and floors (Entry::consumed is the floor).
   struct Reset {
     std::uint64_t epoch = 0;
@@ -172,6 +178,9 @@ class Ledger {
   void sent(std::string_view key);
   // The same for changed()[i], without a lookup.
   void sent_changed(std::size_t i) { sent_entries(*changed_states_[i]); }
+  // A round sent changed()[i] by owner routing, once to named nodes: none of
+  // its entries is sent again (no rounds left) and none is a newcomer.
+  void routed_sent_changed(std::size_t i);
   // Drops keys with no rounds left from changed(). Call once per round.
   void compact_changed();
 

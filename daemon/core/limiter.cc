@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/bytes.h"
+#include "core/stable_hash.h"
 
 namespace rlimit::core {
 namespace {
@@ -31,15 +32,6 @@ std::uint64_t read_u64(std::string_view key, std::size_t at) {
   std::uint64_t v;
   std::memcpy(&v, key.data() + at, 8);
   return v;
-}
-
-// FNV-1a, 64 bits: stable across builds and hosts, unlike std::hash.
-std::uint64_t fnv1a(std::string_view text, std::uint64_t hash = 14695981039346656037ull) {
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ull;
-  }
-  return hash;
 }
 
 std::string describe_params(const BucketParams& p) {

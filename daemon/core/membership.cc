@@ -66,10 +66,6 @@ bool is_gone(MemberState state) {
   return state == MemberState::kDead || state == MemberState::kLeft;
 }
 
-bool is_live(MemberState state) {
-  return state == MemberState::kAlive || state == MemberState::kSuspect;
-}
-
 MemberUpdate::State to_wire(MemberState state) {
   switch (state) {
     case MemberState::kAlive:
@@ -278,6 +274,7 @@ const std::vector<const Member*>& Membership::live_peers() const {
       if (is_live(members_[i].state)) live_peers_.push_back(&members_[i]);
     }
     live_peers_valid_ = true;
+    ++live_version_;
   }
   return live_peers_;
 }

@@ -40,6 +40,10 @@ namespace rlimit::core {
 
 enum class MemberState { kAlive, kSuspect, kDead, kLeft };
 const char* member_state_name(MemberState state);
+// ALIVE or SUSPECT: may receive traffic.
+inline bool is_live(MemberState state) {
+  return state == MemberState::kAlive || state == MemberState::kSuspect;
+}
 
 struct Member {
   std::string id;
@@ -130,6 +134,9 @@ class Membership {
   // between calls and rebuilt after any member changes state, joins or is
   // forgotten; the reference is valid until the next non-const call.
   const std::vector<const Member*>& live_peers() const;
+  // Changes whenever live_peers() was rebuilt (read it after live_peers()):
+  // what was computed from the live members is stale when it differs.
+  std::uint64_t live_version() const { return live_version_; }
   // Everyone we know, ourselves first.
   const std::vector<Member>& members() const { return members_; }
   const Member& self() const { return members_.front(); }
@@ -209,6 +216,7 @@ class Membership {
   TimeUs next_expiry_us_ = kNever;
   mutable std::vector<const Member*> live_peers_;  // live_peers(), while valid
   mutable bool live_peers_valid_ = false;
+  mutable std::uint64_t live_version_ = 0;
   TimeUs next_join_us_ = 0;
   TimeUs next_rejoin_us_ = 0;
   std::size_t rejoin_cursor_ = 0;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/key_owners.h"
 #include "core/time.h"
 
 namespace rlimit::core {
@@ -399,6 +400,126 @@ TEST(ClusterNodeTest, DeterministicForOneSeed) {
     return digest;
   };
   EXPECT_EQ(run_once(), run_once());
+}
+
+// Owner routing (docs/cluster.md, "Owner routing"): per-user keys, each used
+// by three of twelve nodes. Every user's nodes converge on its whole
+// consumption; a node holds only keys it used or owns; nothing is gossiped.
+TEST(ClusterNodeTest, RoutedKeysReachTheNodesThatUseThemAndNoOthers) {
+  ClusterOptions options;
+  options.owners_per_key = 2;
+  constexpr std::size_t kNodes = 12;
+  constexpr int kUsers = 24;
+  constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;
+  Sim sim(static_cast<int>(kNodes), global_rule(100, kNoRefill, 100), 0.0, 21, options);
+  sim.run(3 * kUsPerSecond);
+  const auto users_nodes = [](int user) {
+    return std::vector<std::size_t>{static_cast<std::size_t>(user) % kNodes,
+                                    static_cast<std::size_t>(user + 4) % kNodes,
+                                    static_cast<std::size_t>(user + 9) % kNodes};
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int user = 0; user < kUsers; ++user) {
+      const std::string key = "u" + std::to_string(user);
+      for (const std::size_t i : users_nodes(user)) {
+        for (int k = 0; k <= user % 3; ++k) ASSERT_TRUE(sim.check(i, key.c_str()));
+      }
+    }
+    sim.run(300'000);
+  }
+  sim.run(kUsPerSecond);
+  for (int user = 0; user < kUsers; ++user) {
+    const std::string key = "u" + std::to_string(user);
+    for (const std::size_t i : users_nodes(user)) {
+      EXPECT_EQ(sim.remaining(i, key.c_str()), 100 - 3 * 3 * (user % 3 + 1))
+          << key << " node " << i;
+    }
+  }
+  // Which node holds which ledger key, against who used or owns it.
+  KeyOwners owners;
+  std::vector<std::string> ids;
+  for (std::size_t i = 0; i < kNodes; ++i) ids.push_back("n" + std::to_string(i));
+  owners.assign(ids);
+  std::vector<std::uint32_t> owner_list;
+  std::uint64_t to_owners = 0;
+  std::uint64_t forwarded = 0;
+  for (std::size_t i = 0; i < kNodes; ++i) {
+    const ClusterNode& node = *sim.node(i).node;
+    EXPECT_EQ(node.stats().entries_gossiped, 0u) << i;
+    to_owners += node.stats().routed_entries_to_owners;
+    forwarded += node.stats().routed_entries_forwarded;
+    sim.node(i).limiter->ledger().for_each_key(
+        [&](const std::string& key, const Ledger::KeyState& state) {
+          owners.owners(key, 2, owner_list);
+          const bool owns = std::find(owner_list.begin(), owner_list.end(), i) != owner_list.end();
+          EXPECT_TRUE(owns || state.own >= 0) << "node " << i << " holds " << key;
+        });
+  }
+  EXPECT_GT(to_owners, 0u);
+  EXPECT_GT(forwarded, 0u);
+}
+
+// Loss while users spend, then an owner of every key crashes: anti-entropy
+// to the (new) owners repairs what was lost, and nothing is lost for good.
+TEST(ClusterNodeTest, RoutedKeysSurviveLossAndACrashedOwner) {
+  ClusterOptions options;
+  options.owners_per_key = 2;
+  constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;  // none within the test
+  Sim sim(8, global_rule(1000, kNoRefill, 1000), 0.0, 22, options);
+  sim.run(3 * kUsPerSecond);
+  sim.set_loss(0.3);
+  for (int round = 0; round < 20; ++round) {
+    for (std::size_t i = 1; i < 8; i += 2) sim.check(i, "tenant");  // nodes 1, 3, 5, 7
+    sim.run(20'000);
+  }
+  sim.set_loss(0.0);
+  sim.run(kUsPerSecond);
+  KeyOwners owners;
+  owners.assign({"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"});
+  std::string ledger_key;
+  sim.node(1).limiter->ledger().for_each_key(
+      [&](const std::string& key, const Ledger::KeyState&) { ledger_key = key; });
+  std::vector<std::uint32_t> owner_list;
+  owners.owners(ledger_key, 2, owner_list);
+  // Crash the first owner that is not a consumer (or the first owner).
+  std::size_t victim = owner_list[0];
+  if (victim % 2 == 1 && owner_list[1] % 2 == 0) victim = owner_list[1];
+  sim.crash(victim);
+  for (int round = 0; round < 10; ++round) {
+    for (std::size_t i = 1; i < 8; i += 2) {
+      if (i != victim) sim.check(i, "tenant");
+    }
+    sim.run(20'000);
+  }
+  sim.run(4 * kUsPerSecond);  // the owner declared dead, new owners filled
+  const int consumers_left = victim % 2 == 1 ? 3 : 4;
+  const std::int64_t expected = 1000 - 20 * 4 - 10 * consumers_left;
+  for (std::size_t i = 1; i < 8; i += 2) {
+    if (i == victim) continue;
+    EXPECT_EQ(sim.remaining(i, "tenant"), expected) << i;
+  }
+}
+
+// A key with more origins than routed_max_origins is gossiped: it reaches
+// nodes that never used it, as every key did before routing.
+TEST(ClusterNodeTest, AKeyWithManyOriginsIsGossiped) {
+  ClusterOptions options;
+  options.owners_per_key = 2;
+  options.routed_max_origins = 3;
+  constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;
+  Sim sim(8, global_rule(1000, kNoRefill, 1000), 0.0, 23, options);
+  sim.run(3 * kUsPerSecond);
+  for (std::size_t i = 0; i < 6; ++i) ASSERT_TRUE(sim.check(i, "global"));
+  sim.run(kUsPerSecond);
+  for (std::size_t i = 0; i < 6; ++i) ASSERT_TRUE(sim.check(i, "global"));
+  sim.run(2 * kUsPerSecond);
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(sim.remaining(i, "global"), 1000 - 12) << i;
+    EXPECT_EQ(sim.node(i).limiter->ledger().size(), 1u) << i;
+  }
+  std::uint64_t gossiped = 0;
+  for (std::size_t i = 0; i < 8; ++i) gossiped += sim.node(i).node->stats().entries_gossiped;
+  EXPECT_GT(gossiped, 0u);
 }
 
 }  // namespace
