@@ -32,6 +32,11 @@ inline core::ClusterOptions node_options(int index) {
   options.membership.max_members = 16;
   options.anti_entropy_interval_us = 30'000;
   options.rules_sync.max_rules_bytes = 16 * 1024;
+  // Owner routing on (both nodes own every key of a two-node cluster), so a
+  // key with few origins takes the routed path and one with more than
+  // routed_max_origins the gossip path: the fuzzer reaches both.
+  options.owners_per_key = 2;
+  options.routed_max_origins = 4;
   return options;
 }
 

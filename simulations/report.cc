@@ -219,6 +219,12 @@ void print_table(const Results& r, std::ostream& out) {
       std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
           std::to_string(c.refutations));
   row(out, "gossip rounds deferring backlog", std::to_string(c.gossip_backlog_deferred));
+  if (c.routed_entries_to_owners + c.routed_entries_forwarded > 0) {
+    row(out, "entries gossiped / to owners / by owners",
+        std::to_string(c.entries_gossiped) + " / " + std::to_string(c.routed_entries_to_owners) +
+            " / " + std::to_string(c.routed_entries_forwarded),
+        "(docs/cluster.md, Owner routing)");
+  }
   print_share_rows(out, c);
   if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
           c.malformed_payloads >
@@ -312,6 +318,9 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"core\": {\"gossip_rounds\": " << c.gossip_rounds
       << ", \"gossip_backlog_deferred\": " << c.gossip_backlog_deferred
       << ", \"anti_entropy_pushes\": " << c.anti_entropy_pushes
+      << ", \"entries_gossiped\": " << c.entries_gossiped
+      << ", \"routed_entries_to_owners\": " << c.routed_entries_to_owners
+      << ", \"routed_entries_forwarded\": " << c.routed_entries_forwarded
       << ", \"piggyback_trimmed\": " << c.piggyback_trimmed
       << ", \"malformed_payloads\": " << c.malformed_payloads
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged

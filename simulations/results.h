@@ -42,6 +42,11 @@ struct CoreTotals {
   std::uint64_t gossip_rounds = 0;
   std::uint64_t gossip_backlog_deferred = 0;
   std::uint64_t anti_entropy_pushes = 0;
+  // Counter entries sent: by gossip (per peer), to routed keys' owners, and
+  // by owners to a routed key's origins and co-owners.
+  std::uint64_t entries_gossiped = 0;
+  std::uint64_t routed_entries_to_owners = 0;
+  std::uint64_t routed_entries_forwarded = 0;
   std::uint64_t piggyback_trimmed = 0;
   std::uint64_t malformed_payloads = 0;
   std::uint64_t remote_tokens_charged = 0;

@@ -251,6 +251,9 @@ class Simulation {
     t.gossip_rounds += c.gossip_rounds;
     t.gossip_backlog_deferred += c.gossip_backlog_deferred;
     t.anti_entropy_pushes += c.anti_entropy_pushes;
+    t.entries_gossiped += c.entries_gossiped;
+    t.routed_entries_to_owners += c.routed_entries_to_owners;
+    t.routed_entries_forwarded += c.routed_entries_forwarded;
     t.piggyback_trimmed += c.piggyback_trimmed;
     t.malformed_payloads += c.malformed_payloads;
     const core::MembershipStats& m = node.cluster->membership().stats();

@@ -127,6 +127,8 @@ constexpr IntRange kMaxRulesBytesRange{1024, 64 * 1024 * 1024};
 constexpr IntRange kMaxOriginsRange{2, 1 << 16};  // Ledger::kMaxOrigins
 constexpr IntRange kMaxLedgerKeysRange{1, 1'000'000'000};
 constexpr IntRange kMaxEntriesPerKeyRange{2, 1 << 20};
+constexpr IntRange kOwnersPerKeyRange{0, 8};  // core::KeyOwners::kMaxOwners
+constexpr IntRange kRoutedMaxOriginsRange{1, 1 << 20};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -163,7 +165,9 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "accept_unsequenced",
                                              "max_origins",
                                              "max_ledger_keys",
-                                             "max_entries_per_key"};
+                                             "max_entries_per_key",
+                                             "owners_per_key",
+                                             "routed_max_origins"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh", "redis"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
@@ -1036,6 +1040,9 @@ class Loader {
     read_uint32(cluster, "max_ledger_keys", prefix, kMaxLedgerKeysRange, out.max_ledger_keys);
     read_uint32(cluster, "max_entries_per_key", prefix, kMaxEntriesPerKeyRange,
                 out.max_entries_per_key);
+    read_uint32(cluster, "owners_per_key", prefix, kOwnersPerKeyRange, out.owners_per_key);
+    read_uint32(cluster, "routed_max_origins", prefix, kRoutedMaxOriginsRange,
+                out.routed_max_origins);
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {

@@ -86,6 +86,8 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
   // and room for senders forgotten by membership but still in the window.
   out.replay.max_senders = 2 * s.max_members + 64;
   out.ledger_bounds = make_ledger_bounds(s);
+  out.owners_per_key = s.owners_per_key;
+  out.routed_max_origins = s.routed_max_origins;
   return out;
 }
 

@@ -95,6 +95,8 @@ std::vector<std::string> changed_cluster_settings(const config::ClusterSettings&
   check("max_origins", running.max_origins, loaded.max_origins);
   check("max_ledger_keys", running.max_ledger_keys, loaded.max_ledger_keys);
   check("max_entries_per_key", running.max_entries_per_key, loaded.max_entries_per_key);
+  check("owners_per_key", running.owners_per_key, loaded.owners_per_key);
+  check("routed_max_origins", running.routed_max_origins, loaded.routed_max_origins);
   return changed;
 }
 

@@ -87,7 +87,7 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
 // Calls f(name, value) for every field of ClusterStats, in declaration order.
 template <typename F>
 void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
-  static_assert(sizeof(core::ClusterStats) == 27 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::ClusterStats) == 31 * sizeof(std::uint64_t),
                 "list every ClusterStats field in for_each_cluster_stat");
   f(std::string_view("cluster_packets_out"), s.packets_out);
   f(std::string_view("cluster_bytes_out"), s.bytes_out);
@@ -116,6 +116,10 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
   f(std::string_view("peer_unsequenced_accepted"), s.replay_unsequenced_accepted);
   f(std::string_view("peer_replay_senders_evicted"), s.replay_senders_evicted);
   f(std::string_view("peer_misdirected"), s.misdirected);
+  f(std::string_view("cluster_entries_gossiped"), s.entries_gossiped);
+  f(std::string_view("cluster_routed_entries_to_owners"), s.routed_entries_to_owners);
+  f(std::string_view("cluster_routed_entries_forwarded"), s.routed_entries_forwarded);
+  f(std::string_view("cluster_routed_newcomer_keys"), s.routed_newcomer_keys);
 }
 
 // Calls f(name, value) for every field of MembershipStats, in declaration

@@ -234,6 +234,65 @@ TEST_P(ClusterTest, KilledNodeIsMarkedDeadAndRejoinsWithoutForgetting) {
   }, std::chrono::seconds(15))) << logs();
 }
 
+// Owner routing ([cluster] owners_per_key; docs/cluster.md, "Owner
+// routing"): per-user keys, each used on three of five nodes, go to their
+// owners and back to their users, not by gossip. Every user's nodes converge
+// on its whole consumption, and status counts what went to owners.
+TEST_P(ClusterTest, RoutedPerUserKeysReachTheirNodesThroughOwners) {
+  constexpr int kNodes = 5;
+  constexpr int kUsers = 10;
+  start_cluster(kNodes, kHourlyRule + "\n[cluster]\nowners_per_key = 2\n");
+  ASSERT_TRUE(eventually([&] { return all_alive(kNodes); }, std::chrono::seconds(20))) << logs();
+  const auto nodes_of = [](int user) {
+    return std::vector<int>{user % kNodes, (user + 1) % kNodes, (user + 3) % kNodes};
+  };
+  std::vector<std::int64_t> admitted(kUsers, 0);
+  for (int round = 0; round < 3; ++round) {
+    for (int user = 0; user < kUsers; ++user) {
+      for (const int node : nodes_of(user)) {
+        Client c = client(node);
+        admitted[static_cast<std::size_t>(user)] +=
+            c.check({{"user", "u" + std::to_string(user)}}).allowed ? 1 : 0;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (int user = 0; user < kUsers; ++user) {
+    ASSERT_GT(admitted[static_cast<std::size_t>(user)], 0) << user;
+    const std::int64_t expected = 10 - admitted[static_cast<std::size_t>(user)];
+    for (const int node : nodes_of(user)) {
+      EXPECT_TRUE(eventually(
+          [&] {
+            Client c = client(node);
+            const Decision d = c.check({{"user", "u" + std::to_string(user)}}, 0);
+            return !d.rules.empty() && static_cast<std::int64_t>(d.rules[0].remaining) == expected;
+          },
+          std::chrono::seconds(10)))
+          << "user " << user << " node " << node << "\n"
+          << logs();
+    }
+  }
+  std::uint64_t to_owners = 0;
+  std::uint64_t forwarded = 0;
+  std::uint64_t gossiped = 0;
+  for (int node = 0; node < kNodes; ++node) {
+    auto status = client(node).status();
+    ASSERT_TRUE(status.has_value());
+    for (const auto& [name, value] : status->counters) {
+      if (name == "cluster_routed_entries_to_owners") to_owners += value;
+      if (name == "cluster_routed_entries_forwarded") forwarded += value;
+      if (name == "cluster_entries_gossiped") gossiped += value;
+    }
+  }
+  std::printf("[cluster %s] routed: %llu entries to owners, %llu forwarded, %llu gossiped\n",
+              GetParam().c_str(), static_cast<unsigned long long>(to_owners),
+              static_cast<unsigned long long>(forwarded),
+              static_cast<unsigned long long>(gossiped));
+  EXPECT_GT(to_owners, 0u);
+  EXPECT_GT(forwarded, 0u);
+  EXPECT_EQ(gossiped, 0u);
+}
+
 // rlimitctl reset on one node resets the key on every node, and a node that
 // restarts afterwards (its memory lost) learns the reset with the counters
 // instead of charging the forgiven consumption again.
