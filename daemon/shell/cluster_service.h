@@ -42,12 +42,12 @@ struct ClusterServiceOptions {
   std::function<void(core::RulesSync::Received received)> on_rules;
 };
 
-// The core's options for `settings` once the peer socket is bound at
-// `bound_address` (the real port when the bind asked for port 0). Pure.
 // What peers (or, in Redis mode, the store) may make the ledger hold:
 // [cluster] max_origins, max_ledger_keys, max_entries_per_key.
 core::Ledger::Bounds make_ledger_bounds(const config::ClusterSettings& settings);
 
+// The core's options for `settings` once the peer socket is bound at
+// `bound_address` (the real port when the bind asked for port 0). Pure.
 core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
                                           const std::string& bound_address);
 
