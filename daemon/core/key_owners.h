@@ -6,8 +6,9 @@
 // them).
 //
 // A lookup is one pass over the members' id hashes (8 bytes each, one
-// array): 1.8 us at 1,000 members (1.8 ns per member; docs/cluster.md). Owners are looked up when a node sends a
-// routed key, not on the request path.
+// array): 1.8 us at 1,000 members (1.8 ns per member; docs/cluster.md).
+// Owners are looked up when a node sends a routed key, not on the request
+// path.
 //
 // Plain data; not thread-safe (the cluster node's event loop owns it).
 #pragma once
