@@ -175,6 +175,22 @@ void print_table(const Results& r, std::ostream& out) {
         "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
             " (of those whose demand reached the limit and the ideal half of it)");
   }
+  const auto key_window = [&](const char* label, const KeyWindowFigure& f) {
+    if (f.key.empty()) return;
+    row(out, label, std::to_string(f.admitted),
+        fixed(f.value, 2) + " x its ceiling of " + fixed(f.ceiling, 1) + " (" + f.key + " at " +
+            format_seconds(f.at_us) + ", ideal " + std::to_string(f.ideal) + ")");
+  };
+  const auto key_over = [&](const char* label, const KeyWindowFigure& f) {
+    if (f.key.empty()) return;
+    row(out, label, "+" + fixed(f.value, 0),
+        fixed(f.value / std::max(1e-9, f.ceiling), 2) + " x its ceiling (" + f.key + " at " +
+            format_seconds(f.at_us) + ")");
+  };
+  key_window("one key's most in a first window", r.key_window_cold);
+  key_window("one key's most in a later window", r.key_window_later);
+  key_over("one key over ideal, first window", r.key_over_cold);
+  key_over("one key over ideal, later window", r.key_over_later);
   row(out, "peak cumulative excess", std::to_string(r.peak_excess),
       "at " + format_seconds(r.peak_excess_at_us) + " (admitted - ideal since the start)");
   row(out, "excess at the end", std::to_string(r.final_excess), "(what is not repaid yet)");
@@ -223,7 +239,8 @@ void print_table(const Results& r, std::ostream& out) {
     row(out, "entries gossiped / to owners / by owners",
         std::to_string(c.entries_gossiped) + " / " + std::to_string(c.routed_entries_to_owners) +
             " / " + std::to_string(c.routed_entries_forwarded),
-        "(docs/cluster.md, Owner routing)");
+        "(docs/cluster.md, Owner routing; " + std::to_string(c.routed_newcomer_keys) +
+            " whole keys to newcomers)");
   }
   print_share_rows(out, c);
   if (c.clock_went_back + c.key_table_full + c.remote_unknown_keys + c.invalid_checks +
@@ -289,6 +306,16 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"worst_window_admitted_at_s\": " << num(seconds(r.worst_window_at_us)) << ",\n";
   out << "  \"least_window_admitted_tokens\": " << r.least_window_admitted << ",\n";
   out << "  \"least_window_admitted_at_s\": " << num(seconds(r.least_window_at_us)) << ",\n";
+  const auto key_json = [&](const char* name, const KeyWindowFigure& f) {
+    out << "  \"" << name << "\": {\"value\": " << num(f.value) << ", \"admitted_tokens\": "
+        << f.admitted << ", \"ideal_tokens\": " << f.ideal
+        << ", \"ceiling_tokens\": " << num(f.ceiling) << ", \"key\": " << quote(f.key)
+        << ", \"at_s\": " << num(seconds(f.at_us)) << "},\n";
+  };
+  key_json("key_window_first_ceilings", r.key_window_cold);
+  key_json("key_window_later_ceilings", r.key_window_later);
+  key_json("key_over_first_tokens", r.key_over_cold);
+  key_json("key_over_later_tokens", r.key_over_later);
   out << "  \"peak_excess_tokens\": " << r.peak_excess << ",\n";
   out << "  \"peak_excess_at_s\": " << num(seconds(r.peak_excess_at_us)) << ",\n";
   out << "  \"final_excess_tokens\": " << r.final_excess << ",\n";
@@ -321,6 +348,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"entries_gossiped\": " << c.entries_gossiped
       << ", \"routed_entries_to_owners\": " << c.routed_entries_to_owners
       << ", \"routed_entries_forwarded\": " << c.routed_entries_forwarded
+      << ", \"routed_newcomer_keys\": " << c.routed_newcomer_keys
       << ", \"piggyback_trimmed\": " << c.piggyback_trimmed
       << ", \"malformed_payloads\": " << c.malformed_payloads
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged

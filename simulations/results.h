@@ -47,6 +47,7 @@ struct CoreTotals {
   std::uint64_t entries_gossiped = 0;
   std::uint64_t routed_entries_to_owners = 0;
   std::uint64_t routed_entries_forwarded = 0;
+  std::uint64_t routed_newcomer_keys = 0;  // whole keys sent by owners to origins new to them
   std::uint64_t piggyback_trimmed = 0;
   std::uint64_t malformed_payloads = 0;
   std::uint64_t remote_tokens_charged = 0;
@@ -79,6 +80,16 @@ struct Series {
   std::vector<std::uint64_t> arrivals;
   std::vector<std::uint32_t> per_node;  // [node * samples + sample], admitted tokens
   std::size_t samples() const { return admitted.size(); }
+};
+
+// One key's worst window (see Results).
+struct KeyWindowFigure {
+  double value = 0;  // a multiple of the ceiling, or tokens over the ideal
+  std::int64_t admitted = 0;
+  std::int64_t ideal = 0;
+  double ceiling = 0;  // the key's, per window
+  std::string key;     // "stream/key index" or "stream"; empty: no window
+  TimeUs at_us = 0;    // the window's start
 };
 
 struct Results {
@@ -122,6 +133,16 @@ struct Results {
   TimeUs worst_window_at_us = 0;
   std::int64_t least_window_admitted = -1;
   TimeUs least_window_at_us = 0;
+  // Per key (per stream when its keys share one limit; key_windows.h), in
+  // the windows that start within a window of the key's first admission
+  // (cold) and in the later ones: the most one key admitted in a window as a
+  // multiple of its ceiling (what one perfect limiter can admit in a window:
+  // capacity + rate x window), and the most one key admitted beyond the
+  // perfect limiter in a window, tokens.
+  KeyWindowFigure key_window_cold;
+  KeyWindowFigure key_window_later;
+  KeyWindowFigure key_over_cold;
+  KeyWindowFigure key_over_later;
   std::int64_t peak_excess = 0;  // max over time of cumulative (admitted - ideal)
   TimeUs peak_excess_at_us = 0;
   std::int64_t final_excess = 0;

@@ -18,6 +18,7 @@
 #include "core/store_sync.h"
 #include "digest.h"
 #include "ideal.h"
+#include "key_windows.h"
 #include "network.h"
 #include "rng.h"
 #include "workload.h"
@@ -155,6 +156,7 @@ class Simulation {
       key_admitted_.emplace_back(t.keys, 0);
       key_ideal_.emplace_back(t.keys, 0);
     }
+    setup_key_windows();
     r_.traffic_start_us = s_.duration_us;
     for (const Traffic& t : s_.traffic) {
       r_.traffic_start_us = std::min(r_.traffic_start_us, t.start_us);
@@ -254,6 +256,7 @@ class Simulation {
     t.entries_gossiped += c.entries_gossiped;
     t.routed_entries_to_owners += c.routed_entries_to_owners;
     t.routed_entries_forwarded += c.routed_entries_forwarded;
+    t.routed_newcomer_keys += c.routed_newcomer_keys;
     t.piggyback_trimmed += c.piggyback_trimmed;
     t.malformed_payloads += c.malformed_payloads;
     const core::MembershipStats& m = node.cluster->membership().stats();
@@ -497,6 +500,11 @@ class Simulation {
     }
     if (allowed && !ideal) ++r_.allowed_ideal_denied;
     if (!allowed && ideal) ++r_.denied_ideal_allowed;
+    if ((allowed || ideal) && cost > 0) {
+      key_windows_->add(unit_first_[stream] + (workload_->info(stream).per_key ? key : 0),
+                        static_cast<std::int64_t>(bin), allowed ? static_cast<std::uint32_t>(cost) : 0,
+                        ideal ? static_cast<std::uint32_t>(cost) : 0);
+    }
     digest_.mix(static_cast<std::uint64_t>(now_));
     digest_.mix((static_cast<std::uint64_t>(i) << 32) | stream);
     digest_.mix((static_cast<std::uint64_t>(key) << 2) | (allowed ? 1 : 0) | (ideal ? 2 : 0));
@@ -676,6 +684,8 @@ class Simulation {
       }
     }
 
+    report_key_windows();
+
     // Windows and cumulative excess over the traffic's time span.
     const Series& series = r_.series;
     const TimeUs sample = series.sample_us;
@@ -739,6 +749,54 @@ class Simulation {
     }
   }
 
+  // One unit per key of a stream whose limit is per key, else one per
+  // stream, each with its tightest rule's ceiling per report window.
+  void setup_key_windows() {
+    std::size_t units = 0;
+    for (std::uint32_t si = 0; si < s_.traffic.size(); ++si) {
+      unit_first_.push_back(units);
+      units += workload_->info(si).per_key ? s_.traffic[si].keys : 1;
+    }
+    const auto bins = static_cast<std::uint32_t>(
+        std::max<TimeUs>(1, s_.report.window_us / s_.report.sample_us));
+    key_windows_ = std::make_unique<KeyWindows>(units, bins);
+    for (std::uint32_t si = 0; si < s_.traffic.size(); ++si) {
+      const StreamInfo& info = workload_->info(si);
+      if (info.key_params.period_us <= 0) continue;  // matches no rule
+      const double ceiling = static_cast<double>(info.key_capacity) +
+                             static_cast<double>(info.key_params.limit) *
+                                 static_cast<double>(bins * s_.report.sample_us) /
+                                 static_cast<double>(info.key_params.period_us);
+      const std::size_t end = si + 1 < unit_first_.size() ? unit_first_[si + 1] : units;
+      for (std::size_t u = unit_first_[si]; u < end; ++u) key_windows_->set_ceiling(u, ceiling);
+    }
+  }
+
+  std::string unit_name(std::size_t unit) const {
+    const auto it = std::upper_bound(unit_first_.begin(), unit_first_.end(), unit);
+    const auto si = static_cast<std::size_t>(it - unit_first_.begin()) - 1;
+    std::string name = s_.traffic[si].name;
+    if (workload_->info(static_cast<std::uint32_t>(si)).per_key) {
+      name += "/" + std::to_string(unit - unit_first_[si]);
+    }
+    return name;
+  }
+
+  void report_key_windows() {
+    key_windows_->finish();
+    const auto figure = [&](const KeyWindows::Worst& w) {
+      KeyWindowFigure f;
+      if (w.first_bin < 0) return f;
+      f = {w.value, w.admitted, w.ideal, w.ceiling, unit_name(w.unit),
+           std::max<std::int64_t>(0, w.first_bin) * r_.series.sample_us};
+      return f;
+    };
+    r_.key_window_cold = figure(key_windows_->worst_ratio(true));
+    r_.key_window_later = figure(key_windows_->worst_ratio(false));
+    r_.key_over_cold = figure(key_windows_->worst_over(true));
+    r_.key_over_later = figure(key_windows_->worst_over(false));
+  }
+
   const Scenario& s_;
   std::uint64_t seed_;
   RunOptions options_;
@@ -768,6 +826,8 @@ class Simulation {
   core::CheckOutput out_;
   std::vector<std::vector<std::int64_t>> key_admitted_;  // [stream][key], tokens
   std::vector<std::vector<std::int64_t>> key_ideal_;
+  std::unique_ptr<KeyWindows> key_windows_;
+  std::vector<std::size_t> unit_first_;  // [stream]: its first unit in key_windows_
   std::vector<Tracker> trackers_;  // convergence still being measured
   bool probe_scheduled_ = false;
   std::vector<double> low_, high_;

@@ -83,6 +83,8 @@ Workload::Workload(const Scenario& scenario, std::uint64_t seed, std::string& er
       if (fewest >= 0 && tokens >= fewest) continue;
       fewest = tokens;
       tightest = per_s;
+      info.key_params = v.params;
+      info.key_capacity = v.capacity;
       const bool is_inline = t.inline_limit && v.name == inline_key_;
       info.per_key = is_inline ? s.inline_key->has_key : rule_is_per_key(scenario.rules, v.name);
       info.limit_source = is_inline ? "inline:" + t.inline_limit->key : std::string(v.name);

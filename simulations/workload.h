@@ -22,6 +22,10 @@ struct StreamInfo {
   double limit_per_s = 0;    // the tightest matched limit, over every key the stream uses
   std::string limit_source;  // the rule (or inline key) that sets it
   bool per_key = false;      // that limit applies per key
+  // The tightest rule's limit, period and burst, and what its remaining
+  // counts against (burst, window limit...): one key's ceiling per window.
+  core::BucketParams key_params;
+  std::int64_t key_capacity = 0;
 };
 
 class Workload {
