@@ -1,7 +1,9 @@
 // Google Benchmark for the pure core: decisions per second on one hot key and
 // spread over 1M keys (uniform and Zipf), and the cost of merging gossip: one
 // counter entry through Limiter::merge_remote, and a full Counters payload
-// through ClusterNode::on_payload. Run: build/bin/rlimit-core-bench
+// through ClusterNode::on_payload, and the owner lookup of a routed key
+// (KeyOwners::owners, done per routed key sent, never on the request path).
+// Run: build/bin/rlimit-core-bench
 #include <benchmark/benchmark.h>
 
 #include <charconv>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "core/cluster_node.h"
+#include "core/key_owners.h"
 #include "core/limiter.h"
 #include "core/time.h"
 
@@ -310,6 +313,26 @@ void BM_OnPayloadFullCounters(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(entries) / static_cast<double>(state.iterations()));
 }
 BENCHMARK(BM_OnPayloadFullCounters);
+
+// Two owners of one key among `members` (rendezvous hashing: a hash per
+// member), as a gossip round does for each routed key it sends.
+void BM_KeyOwnersLookup(benchmark::State& state) {
+  const auto members = static_cast<std::size_t>(state.range(0));
+  std::vector<std::string> ids;
+  for (std::size_t i = 0; i < members; ++i) ids.push_back("node-" + std::to_string(i) + ":7946");
+  KeyOwners owners;
+  owners.assign(std::move(ids));
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1024; ++i) keys.push_back("per-user|user=u" + std::to_string(i));
+  std::vector<std::uint32_t> out;
+  std::size_t at = 0;
+  for (auto _ : state) {
+    owners.owners(keys[at++ & 1023], 2, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()));
+}
+BENCHMARK(BM_KeyOwnersLookup)->Arg(10)->Arg(300)->Arg(1000);
 
 }  // namespace
 }  // namespace rlimit::core

@@ -540,7 +540,7 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
     run = end;
   }
   for (PeerMessage& m : packer.take()) {
-    stats_.balances_sent += count_balances(m);
+    count_sent(m, 1);
     m.mutable_counters()->set_reply(true);
     send({message.from_address(), std::move(m), message.from_id()});
   }
@@ -572,11 +572,11 @@ void ClusterNode::refresh_owners() {
   ids.push_back(membership_.self().id);
   for (const Member* peer : peers) ids.push_back(peer->id);
   key_owners_.assign(std::move(ids));
-  self_owner_ = 0;
 }
 
-const Member* ClusterNode::owner_member(std::uint32_t i) const {
-  return i == self_owner_ ? &membership_.self() : membership_.member(key_owners_.id(i));
+void ClusterNode::count_sent(const PeerMessage& packet, std::uint64_t copies) {
+  stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size()) * copies;
+  stats_.balances_sent += count_balances(packet) * copies;
 }
 
 namespace {
@@ -657,7 +657,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   // new to it. False if some destination's payloads are full.
   const auto route = [&](const std::string& key, const Ledger::KeyState& state) {
     key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
-    const bool owner = std::find(owners_scratch_.begin(), owners_scratch_.end(), self_owner_) !=
+    const bool owner = std::find(owners_scratch_.begin(), owners_scratch_.end(), kSelfOwner) !=
                        owners_scratch_.end();
     using Entries = CounterPacker::Entries;
     if (!owner) {
@@ -674,8 +674,7 @@ void ClusterNode::gossip_round(TimeUs now) {
     std::vector<const Member*>& sent_to = route_destinations_;
     sent_to.clear();
     const auto forward = [&](const Member* to, Entries which) {
-      if (to == nullptr || to == &membership_.self() ||
-          std::find(sent_to.begin(), sent_to.end(), to) != sent_to.end()) {
+      if (to == nullptr || std::find(sent_to.begin(), sent_to.end(), to) != sent_to.end()) {
         return true;
       }
       sent_to.push_back(to);
@@ -693,7 +692,7 @@ void ClusterNode::gossip_round(TimeUs now) {
       if (!forward(to, e.newcomer ? Entries::kAll : Entries::kChanged)) return false;
     }
     for (const std::uint32_t i : owners_scratch_) {
-      if (i != self_owner_ && !forward(owner_member(i), Entries::kChanged)) return false;
+      if (i != kSelfOwner && !forward(owner_member(i), Entries::kChanged)) return false;
     }
     return true;
   };
@@ -726,10 +725,9 @@ void ClusterNode::gossip_round(TimeUs now) {
   ledger.compact_changed();
   std::string body;
   for (PeerMessage& packet : packets) {
-    const std::uint64_t entries = static_cast<std::uint64_t>(packet.counters().entries_size());
-    stats_.entries_sent += entries * peers.size();
-    stats_.entries_gossiped += entries * peers.size();
-    stats_.balances_sent += count_balances(packet) * peers.size();
+    count_sent(packet, peers.size());
+    stats_.entries_gossiped +=
+        static_cast<std::uint64_t>(packet.counters().entries_size()) * peers.size();
     // The counters are the same for every peer; only the piggybacked news
     // differs. Serialize them once.
     packet.clear_cluster();
@@ -738,8 +736,7 @@ void ClusterNode::gossip_round(TimeUs now) {
     for (const Member* peer : peers) send_body(*peer, body);
   }
   routed_out.flush([&](const Member& to, PeerMessage& packet) {
-    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
-    stats_.balances_sent += count_balances(packet);
+    count_sent(packet, 1);
     packet.clear_cluster();
     body.clear();
     packet.SerializeToString(&body);
@@ -768,7 +765,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
     if (routed(state)) {
       key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
       for (const std::uint32_t owner : owners_scratch_) {
-        if (owner == self_owner_) continue;
+        if (owner == kSelfOwner) continue;
         if (const Member* to = owner_member(owner); to != nullptr) {
           routed_out.add(to, key, state, CounterPacker::Entries::kAll);
           return;
@@ -783,16 +780,14 @@ void ClusterNode::anti_entropy(TimeUs now) {
   for (PeerMessage& packet : packets) {
     pushed = true;
     packet.mutable_counters()->set_anti_entropy(true);
-    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
-    stats_.balances_sent += count_balances(packet);
+    count_sent(packet, 1);
     send({peer->address, std::move(packet), peer->id});
   }
   routed_out.flush([&](const Member& to, PeerMessage& packet) {
     pushed = true;
     packet.set_cluster(options_.cluster_name);
     packet.mutable_counters()->set_anti_entropy(true);
-    stats_.entries_sent += static_cast<std::uint64_t>(packet.counters().entries_size());
-    stats_.balances_sent += count_balances(packet);
+    count_sent(packet, 1);
     send({to.address, std::move(packet), to.id});
   });
   if (pushed) ++stats_.anti_entropy_pushes;

@@ -186,9 +186,15 @@ class ClusterNode {
   bool routed(const Ledger::KeyState& state) const {
     return options_.owners_per_key > 0 && state.entries.size() <= options_.routed_max_origins;
   }
+  // Brings key_owners_ up to date with the live members; we are index kSelfOwner.
   void refresh_owners();
-  // The live member (ourselves included) the owners index `i` names.
-  const Member* owner_member(std::uint32_t i) const;
+  static constexpr std::uint32_t kSelfOwner = 0;
+  // The peer the owners index `i` (not kSelfOwner) names; nullptr if it is gone.
+  const Member* owner_member(std::uint32_t i) const {
+    return membership_.member(key_owners_.id(i));
+  }
+  // Counts the entries and balances of `packet`, sent `copies` times.
+  void count_sent(const peer::v1::PeerMessage& packet, std::uint64_t copies);
   void on_counters(const peer::v1::PeerMessage& message, TimeUs now);
   // Sends what rules_sync_ put in its outbox.
   void send_rules_out();
@@ -218,7 +224,6 @@ class ClusterNode {
   std::vector<std::uint32_t> origin_slots_;        // on_counters: payload origin -> ledger index
   KeyOwners key_owners_;                           // over the live members and us
   std::uint64_t key_owners_version_ = UINT64_MAX;  // membership's live_version() at refresh
-  std::uint32_t self_owner_ = 0;                   // our index in key_owners_
   std::vector<std::uint32_t> owners_scratch_;
   std::vector<const Member*> route_destinations_;
 };

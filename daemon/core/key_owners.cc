@@ -51,17 +51,4 @@ void KeyOwners::owners(std::string_view key, std::size_t k, std::vector<std::uin
   owners(fnv1a(key), k, out);
 }
 
-bool KeyOwners::owns(std::uint32_t index, std::uint64_t key_hash, std::size_t k) const {
-  assert(index < ids_.size());
-  const std::uint64_t mine = splitmix64(key_hash ^ id_hashes_[index]);
-  // Owner iff fewer than k members score better.
-  std::size_t better = 0;
-  for (std::size_t i = 0; i < id_hashes_.size() && better < k; ++i) {
-    if (i == index) continue;
-    const std::uint64_t score = splitmix64(key_hash ^ id_hashes_[i]);
-    if (score > mine || (score == mine && ids_[i] < ids_[index])) ++better;
-  }
-  return better < k;
-}
-
 }  // namespace rlimit::core

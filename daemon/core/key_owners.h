@@ -39,9 +39,6 @@ class KeyOwners {
   void owners(std::uint64_t key_hash, std::size_t k, std::vector<std::uint32_t>& out) const;
   void owners(std::string_view key, std::size_t k, std::vector<std::uint32_t>& out) const;
 
-  // Whether member `index` is among the `k` owners of the key.
-  bool owns(std::uint32_t index, std::uint64_t key_hash, std::size_t k) const;
-
  private:
   std::vector<std::string> ids_;
   std::vector<std::uint64_t> id_hashes_;  // same order as ids_
