@@ -65,8 +65,7 @@ void KeyWindows::advance(std::size_t unit, std::int64_t bin) {
 void KeyWindows::add(std::size_t unit, std::int64_t bin, std::uint32_t admitted,
                      std::uint32_t ideal) {
   advance(unit, bin);
-  const std::size_t slot =
-      unit * window_bins_ + static_cast<std::size_t>(bin % window_bins_);
+  const std::size_t slot = unit * window_bins_ + static_cast<std::size_t>(bin % window_bins_);
   admitted_ring_[slot] += admitted;
   ideal_ring_[slot] += ideal;
   admitted_sum_[unit] += admitted;

@@ -22,10 +22,10 @@ namespace rlimit::sim {
 class KeyWindows {
  public:
   struct Worst {
-    double value = 0;             // the ratio, or the tokens over the ideal
-    std::int64_t admitted = 0;    // tokens the unit admitted in that window
-    std::int64_t ideal = 0;       // ... and the perfect limiter
-    double ceiling = 0;           // the unit's ceiling per window, tokens
+    double value = 0;           // the ratio, or the tokens over the ideal
+    std::int64_t admitted = 0;  // tokens the unit admitted in that window
+    std::int64_t ideal = 0;     // ... and the perfect limiter
+    double ceiling = 0;         // the unit's ceiling per window, tokens
     std::size_t unit = 0;
     std::int64_t first_bin = -1;  // the window's first bin; -1: nothing admitted yet
   };
@@ -52,8 +52,8 @@ class KeyWindows {
   void advance(std::size_t unit, std::int64_t bin);
 
   std::uint32_t window_bins_;
-  std::vector<std::int64_t> first_bin_;  // per unit: its first add's bin
-  std::vector<std::int64_t> last_bin_;   // per unit; -1 before its first add
+  std::vector<std::int64_t> first_bin_;       // per unit: its first add's bin
+  std::vector<std::int64_t> last_bin_;        // per unit; -1 before its first add
   std::vector<std::uint32_t> admitted_ring_;  // [unit * window_bins + bin % window_bins]
   std::vector<std::uint32_t> ideal_ring_;
   std::vector<std::int64_t> admitted_sum_;  // per unit, over its ring

@@ -501,9 +501,9 @@ class Simulation {
     if (allowed && !ideal) ++r_.allowed_ideal_denied;
     if (!allowed && ideal) ++r_.denied_ideal_allowed;
     if ((allowed || ideal) && cost > 0) {
+      const auto tokens = static_cast<std::uint32_t>(cost);
       key_windows_->add(unit_first_[stream] + (workload_->info(stream).per_key ? key : 0),
-                        static_cast<std::int64_t>(bin), allowed ? static_cast<std::uint32_t>(cost) : 0,
-                        ideal ? static_cast<std::uint32_t>(cost) : 0);
+                        static_cast<std::int64_t>(bin), allowed ? tokens : 0, ideal ? tokens : 0);
     }
     digest_.mix(static_cast<std::uint64_t>(now_));
     digest_.mix((static_cast<std::uint64_t>(i) << 32) | stream);

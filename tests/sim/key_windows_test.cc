@@ -7,9 +7,9 @@ namespace {
 
 TEST(KeyWindowsTest, RatesTheBusiestWindowAgainstTheCeiling) {
   KeyWindows w(1, 10);
-  w.set_ceiling(0, 30);  // burst 20 + 10/s x 1 s
+  w.set_ceiling(0, 30);                                     // burst 20 + 10/s x 1 s
   for (int bin = 0; bin < 100; ++bin) w.add(0, bin, 1, 1);  // 10 per window
-  w.add(0, 100, 25, 0);  // the window ending here: 9 + 25
+  w.add(0, 100, 25, 0);                                     // the window ending here: 9 + 25
   w.finish();
   EXPECT_DOUBLE_EQ(w.worst_ratio().value, 34.0 / 30.0);
   EXPECT_EQ(w.worst_ratio().admitted, 34);
@@ -50,7 +50,6 @@ TEST(KeyWindowsTest, FindsTheExcessOnceTheIdealsAdmissionsLeaveTheWindow) {
   EXPECT_EQ(w.worst_over(true).first_bin, 1);
   EXPECT_DOUBLE_EQ(w.worst_ratio(true).value, 1.0);
   EXPECT_EQ(w.worst_over().value, 0);  // every window holding bin 5 starts in the cold start
-
 }
 
 TEST(KeyWindowsTest, RatesEachUnitsColdStartApartFromItsLaterWindows) {
