@@ -427,15 +427,19 @@ TEST_F(ReplayTest, NothingAnswersASenderThatDidNotAuthenticate) {
     // the peer listener may open a moment later: retry, bounded (5 s).
     const sockaddr_in to = loopback(mesh_port);
     int fd = -1;
-    for (int tries = 0; tries < 50 && fd < 0; ++tries) {
-      fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      ASSERT_GE(fd, 0);
-      if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0) break;
-      ::close(fd);
-      fd = -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ASSERT_GE(fd, 0) << "the mesh node's peer port did not accept a connection\n" << mesh.log();
+    const bool connected = eventually(
+        [&] {
+          fd = ::socket(AF_INET, SOCK_STREAM, 0);
+          if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) == 0) {
+            return true;
+          }
+          if (fd >= 0) ::close(fd);
+          fd = -1;
+          return false;
+        },
+        std::chrono::seconds(5));
+    ASSERT_TRUE(connected) << "the mesh node's peer port did not accept a connection\n"
+                           << mesh.log();
     const std::string& body = requests[static_cast<std::size_t>(attempt)];
     const std::uint32_t length = htonl(static_cast<std::uint32_t>(body.size()));
     std::string frame(reinterpret_cast<const char*>(&length), 4);

@@ -260,7 +260,7 @@ TEST(AccuracyTest, OwnerRoutingUnderChurnLosesNoConsumption) {
     EXPECT_EQ(r.core.gossip_backlog_deferred, 0u) << seed;
     EXPECT_EQ(r.core.entries_gossiped, 0u) << seed;
     EXPECT_GT(r.core.routed_entries_to_owners, 0u) << seed;
-    EXPECT_GT(r.core.routed_newcomer_keys, 0u) << seed;  // restarted nodes were caught up
+    EXPECT_GT(r.core.routed_newcomer_keys, 0u) << seed;  // owners sent whole keys to newcomers
     EXPECT_GE(r.core.deaths, 8u) << seed;                // the crashes happened
   }
 }
