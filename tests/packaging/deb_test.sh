@@ -109,7 +109,13 @@ getent group rlimit >/dev/null || fail "no group rlimit"
 
 /usr/bin/rlimitd --version | grep -q '^rlimitd [0-9]' || fail "rlimitd --version"
 /usr/bin/rlimitctl --version >/dev/null || fail "rlimitctl --version"
-ldconfig -p | grep -q 'librlimit\.so\.0 ' || fail "librlimit.so.0 not in the linker cache"
+# Into a file first: with pipefail, grep -q quitting at the first match
+# leaves ldconfig to die of SIGPIPE, and the pipeline fails at random.
+in_linker_cache() {
+  ldconfig -p >"$tmp/ldcache"
+  grep -q 'librlimit\.so\.0 ' "$tmp/ldcache"
+}
+in_linker_cache || fail "librlimit.so.0 not in the linker cache"
 
 step "a consumer built with find_package(rlimit)"
 cmake -S "$consumer_src" -B "$tmp/consumer" -DCMAKE_BUILD_TYPE=Release >"$tmp/consumer.log" 2>&1 &&
@@ -178,5 +184,5 @@ for path in /usr/bin/rlimitd /usr/bin/rlimitctl /etc/rlimit /var/lib/rlimit "$un
 done
 getent passwd rlimit >/dev/null && fail "user rlimit left after purge"
 getent group rlimit >/dev/null && fail "group rlimit left after purge"
-ldconfig -p | grep -q 'librlimit\.so\.0 ' && fail "librlimit.so.0 still in the linker cache"
+in_linker_cache && fail "librlimit.so.0 still in the linker cache"
 step "ok"
