@@ -230,6 +230,18 @@ void print_table(const Results& r, std::ostream& out) {
   }
   row(out, "live peers seen at the end", std::to_string(low) + ".." + std::to_string(high),
       "of " + std::to_string(r.nodes - 1));
+  std::int64_t complete_us = 0;
+  std::size_t incomplete = 0;
+  for (const NodeResult& node : r.per_node) {
+    if (node.view_complete_us < 0) ++incomplete;
+    complete_us = std::max(complete_us, node.view_complete_us);
+  }
+  if (r.nodes > 1) {
+    row(out, "every node knew every node by",
+        incomplete > 0 ? "never" : format_seconds(complete_us),
+        incomplete > 0 ? "(" + std::to_string(incomplete) + " nodes never did)"
+                       : "(membership tables sent: " + std::to_string(r.core.tables_sent) + ")");
+  }
   const CoreTotals& c = r.core;
   row(out, "suspicions / deaths / refutations",
       std::to_string(c.suspicions) + " / " + std::to_string(c.deaths) + " / " +
@@ -358,7 +370,8 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back
       << ", \"invalid_checks\": " << c.invalid_checks << ", \"suspicions\": " << c.suspicions
-      << ", \"deaths\": " << c.deaths << ", \"refutations\": " << c.refutations << "},\n";
+      << ", \"deaths\": " << c.deaths << ", \"refutations\": " << c.refutations
+      << ", \"tables_sent\": " << c.tables_sent << "},\n";
   out << "  \"per_node\": [";
   for (std::size_t i = 0; i < r.per_node.size(); ++i) {
     const NodeResult& node = r.per_node[i];

@@ -21,6 +21,9 @@ struct NodeResult {
   std::uint64_t bytes_in = 0;
   std::uint32_t restarts = 0;
   std::int64_t live_peers_end = -1;  // -1: down at the end
+  // When this node first knew every node of the cluster as live (simulated
+  // time); -1: never.
+  std::int64_t view_complete_us = -1;
 };
 
 // After a partition heals or a crashed node restarts. Counters converged:
@@ -61,6 +64,7 @@ struct CoreTotals {
   std::uint64_t suspicions = 0;
   std::uint64_t deaths = 0;
   std::uint64_t refutations = 0;
+  std::uint64_t tables_sent = 0;  // whole membership tables (table sync)
   // Redis mode (core::StoreSyncStats summed over nodes).
   std::uint64_t store_batches = 0;
   std::uint64_t store_batches_failed = 0;

@@ -225,6 +225,7 @@ void read_cluster(Reader& r, ClusterParams& c) {
   r.duration("rejoin_interval", m.rejoin_interval_us, 0);
   r.integer("max_members", m.max_members, 2, 1'000'000);
   r.integer("max_piggyback", m.max_piggyback, 0, 1000);
+  r.duration("table_sync_interval", m.table_sync_interval_us, 0);
   r.duration("tick", c.tick_us, 0);
   r.duration("sweep_interval", c.sweep_interval_us, 1000);
   r.boolean("fair_share", c.fair_share);

@@ -263,6 +263,7 @@ class Simulation {
     t.suspicions += m.suspicions;
     t.deaths += m.deaths;
     t.refutations += m.refutations;
+    t.tables_sent += m.tables_sent;
   }
 
   void harvest_limiter(Node& node) {
@@ -443,6 +444,10 @@ class Simulation {
       }
     } else {
       node.cluster->tick(now);
+      std::int64_t& complete_us = r_.per_node[i].view_complete_us;
+      if (complete_us < 0 && node.cluster->membership().live_peers().size() + 1 >= nodes_.size()) {
+        complete_us = now_;
+      }
     }
     if (now >= node.next_sweep_us) {
       node.limiter->sweep(now, s_.cluster.sweep_batch);

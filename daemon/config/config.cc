@@ -87,6 +87,10 @@ constexpr DurationRange kRejoinIntervalRange{0, 7 * kDay};
 // burns a core, so a typo cannot make the daemon spin for long.
 constexpr DurationRange kBusyPollRange{0, 10 * kMs};
 constexpr std::int64_t kRejoinIntervalMinUs = 1 * kSec;
+// 0 turns table sync off; any other value is at least kTableSyncIntervalMinUs
+// (a whole table is up to max_members records: not many a second).
+constexpr DurationRange kTableSyncIntervalRange{0, 3'600 * kSec};
+constexpr std::int64_t kTableSyncIntervalMinUs = 100 * kMs;
 constexpr DurationRange kCounterRetentionRange{1 * kSec, 30 * kDay};
 constexpr IntRange kMaxPacketsPerRoundRange{1, 4096};
 constexpr DurationRange kReconnectBackoffRange{1 * kMs, 600 * kSec};
@@ -153,6 +157,7 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "suspicion_timeout",
                                              "dead_retention",
                                              "rejoin_interval",
+                                             "table_sync_interval",
                                              "max_members",
                                              "reconnect_backoff_min",
                                              "reconnect_backoff_max",
@@ -997,18 +1002,23 @@ class Loader {
                           out.suspicion_timeout_us);
     read_cluster_duration(cluster, "dead_retention", prefix, kDeadRetentionRange,
                           out.dead_retention_us);
-    std::int64_t rejoin_interval_us = out.rejoin_interval_us;
-    if (read_cluster_duration(cluster, "rejoin_interval", prefix, kRejoinIntervalRange,
-                              rejoin_interval_us)) {
-      if (rejoin_interval_us != 0 && rejoin_interval_us < kRejoinIntervalMinUs) {
-        const toml::node& node = *cluster.get("rejoin_interval");
-        error(node, prefix + "rejoin_interval " + quote(node.value_or(std::string())) +
-                        ": must be 0s (never) or at least " +
-                        core::format_duration(kRejoinIntervalMinUs));
+    // An interval where 0 means never and anything else has a floor.
+    auto read_never_or_at_least = [&](const char* name, DurationRange range,
+                                      std::int64_t min_us, std::int64_t& out_us) {
+      std::int64_t value_us = out_us;
+      if (!read_cluster_duration(cluster, name, prefix, range, value_us)) return;
+      if (value_us != 0 && value_us < min_us) {
+        const toml::node& node = *cluster.get(name);
+        error(node, prefix + name + " " + quote(node.value_or(std::string())) +
+                        ": must be 0s (never) or at least " + core::format_duration(min_us));
       } else {
-        out.rejoin_interval_us = rejoin_interval_us;
+        out_us = value_us;
       }
-    }
+    };
+    read_never_or_at_least("rejoin_interval", kRejoinIntervalRange, kRejoinIntervalMinUs,
+                           out.rejoin_interval_us);
+    read_never_or_at_least("table_sync_interval", kTableSyncIntervalRange,
+                           kTableSyncIntervalMinUs, out.table_sync_interval_us);
     const bool backoff_min_ok =
         read_cluster_duration(cluster, "reconnect_backoff_min", prefix, kReconnectBackoffRange,
                               out.reconnect_backoff_min_us);

@@ -66,6 +66,7 @@ struct ClusterSettings {
   std::int64_t suspicion_timeout_us = 2'000'000;
   std::int64_t dead_retention_us = 60'000'000;
   std::int64_t rejoin_interval_us = 10'000'000;  // join again through a seed; 0: never
+  std::int64_t table_sync_interval_us = 1'000'000;  // whole table to a differing peer; 0: never
   std::uint32_t max_members = 4096;
   std::int64_t reconnect_backoff_min_us = 50'000;   // mesh
   std::int64_t reconnect_backoff_max_us = 5'000'000;

@@ -9,6 +9,8 @@
 #include <optional>
 #include <utility>
 
+#include "core/stable_hash.h"
+
 namespace rlimit::core {
 
 using peer::v1::MemberUpdate;
@@ -193,8 +195,12 @@ void Membership::on_message(const PeerMessage& message, TimeUs now, Outbox& out)
   switch (message.body_case()) {
     case PeerMessage::kPing: {
       PeerMessage reply;
-      reply.mutable_ack()->set_probe_id(message.ping().probe_id());
+      peer::v1::Ack& ack = *reply.mutable_ack();
+      ack.set_probe_id(message.ping().probe_id());
+      ack.set_live_digest(live_digest());
+      ack.set_live_members(static_cast<std::uint32_t>(live_peers().size() + 1));
       send(out, message.from_address(), message.from_id(), std::move(reply));
+      sync_table(message, message.ping().live_digest(), message.ping().live_members(), now, out);
       break;
     }
     case PeerMessage::kPingReq:
@@ -202,9 +208,13 @@ void Membership::on_message(const PeerMessage& message, TimeUs now, Outbox& out)
       break;
     case PeerMessage::kAck:
       on_ack(message, out);
+      // A relayed Ack tells the target's answer, not the relay's digest.
+      if (message.ack().target_id().empty()) {
+        sync_table(message, message.ack().live_digest(), message.ack().live_members(), now, out);
+      }
       break;
     case PeerMessage::kJoin:
-      send_join_reply(message.from_address(), out);
+      send_table(message.from_address(), out);
       break;
     case PeerMessage::kLeave: {
       Member* m = find(message.from_id());
@@ -275,8 +285,42 @@ const std::vector<const Member*>& Membership::live_peers() const {
     }
     live_peers_valid_ = true;
     ++live_version_;
+    auto mix = [](const Member& m) { return splitmix64(fnv1a(m.id) ^ splitmix64(m.incarnation)); };
+    live_digest_ = mix(self());
+    for (const Member* peer : live_peers_) live_digest_ ^= mix(*peer);
   }
   return live_peers_;
+}
+
+std::uint64_t Membership::live_digest() const {
+  live_peers();
+  return live_digest_;
+}
+
+void Membership::sync_table(const PeerMessage& message, std::uint64_t their_digest,
+                            std::uint32_t their_live_members, TimeUs now, Outbox& out) {
+  if (their_digest == 0 || options_.table_sync_interval_us <= 0 || leaving_) return;
+  if (their_digest == live_digest()) return;
+  // Fewer live members than theirs: they surely know some we do not, and
+  // their table comes our way when they hear our digest; ours then follows
+  // if we still know some they do not.
+  if (live_peers().size() + 1 < their_live_members) return;
+  if (now < next_table_us_) {
+    ++stats_.tables_not_sent;
+    return;
+  }
+  next_table_us_ = now + options_.table_sync_interval_us;
+  ++stats_.tables_sent;
+  send_table(message.from_address(), out);
+}
+
+PeerMessage Membership::ping_message(std::uint64_t probe_id) const {
+  PeerMessage message;
+  peer::v1::Ping& ping = *message.mutable_ping();
+  ping.set_probe_id(probe_id);
+  ping.set_live_digest(live_digest());
+  ping.set_live_members(static_cast<std::uint32_t>(live_peers().size() + 1));
+  return message;
 }
 
 Member* Membership::find(std::string_view id) {
@@ -564,7 +608,7 @@ void Membership::rejoin(Outbox& out) {
   ++stats_.rejoins_sent;
 }
 
-void Membership::send_join_reply(const std::string& address, Outbox& out) const {
+void Membership::send_table(const std::string& address, Outbox& out) const {
   if (address.empty()) return;
   // Every member, not max_piggyback of them: the newcomer needs the whole
   // table. Split so each datagram stays under the MTU.
@@ -610,9 +654,7 @@ void Membership::on_ping_req(const PeerMessage& message, TimeUs now, Outbox& out
   served.requester_address = message.from_address();
   served.target_id = request.target_id();
   served.expires_us = now + kIndirectRequestLifetimeTimeouts * options_.probe_timeout_us;
-  PeerMessage ping;
-  ping.mutable_ping()->set_probe_id(served.probe_id);
-  send(out, request.target_address(), request.target_id(), std::move(ping));
+  send(out, request.target_address(), request.target_id(), ping_message(served.probe_id));
   indirect_requests_.push_back(std::move(served));
 }
 
@@ -666,9 +708,7 @@ void Membership::start_probe(TimeUs now, Outbox& out) {
     probe.target_id = target.id;
     probe.indirect_at_us = now + options_.probe_timeout_us;
     probe.deadline_us = now + std::max(options_.probe_interval_us, 2 * options_.probe_timeout_us);
-    PeerMessage ping;
-    ping.mutable_ping()->set_probe_id(probe.probe_id);
-    send(out, target.address, target.id, std::move(ping));
+    send(out, target.address, target.id, ping_message(probe.probe_id));
     probes_.push_back(std::move(probe));
     ++stats_.probes_sent;
     return;
@@ -726,9 +766,8 @@ void Membership::reconnect(Outbox& out) {
   }
   if (dead.empty()) return;
   const Member& target = *dead[random_below(rng_, dead.size())];
-  PeerMessage ping;
-  ping.mutable_ping()->set_probe_id(next_probe_id_++);  // untracked: its Ack is ignored
-  send(out, target.address, target.id, std::move(ping));
+  // Untracked: its Ack is ignored (but for its digest).
+  send(out, target.address, target.id, ping_message(next_probe_id_++));
 }
 
 void Membership::set_state(Member& m, MemberState state, TimeUs now) {

@@ -70,6 +70,7 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
   m.suspicion_timeout_us = s.suspicion_timeout_us;
   m.dead_retention_us = s.dead_retention_us;
   m.rejoin_interval_us = s.rejoin_interval_us;
+  m.table_sync_interval_us = s.table_sync_interval_us;
   m.max_members = s.max_members;
   out.gossip_interval_us = s.gossip_interval_us;
   // A mesh sends every change to every live peer over its connections.

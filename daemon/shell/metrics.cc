@@ -186,6 +186,10 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_members_rejoins_sent_total", "Rejoins through a seed not a live member."),
     counter("rlimit_members_over_bound_total", "Members not added: the table was full."),
     counter("rlimit_members_stale_updates_total", "Membership updates older than known."),
+    counter("rlimit_members_tables_sent_total",
+            "Whole membership tables sent to a member whose live set differed."),
+    counter("rlimit_members_tables_not_sent_total",
+            "Membership tables not sent: one was sent within table_sync_interval."),
     // fill_status's membership gauges
     labelled("rlimit_cluster_members", kGauge,
              "Cluster members this node knows, by state (itself alive).", "state", "alive"),
@@ -355,6 +359,7 @@ constexpr std::string_view kStatusNames[] = {
     "members_probes_sent", "members_indirect_probes_sent", "members_acks_received",
     "members_suspicions", "members_deaths", "members_refutations", "members_reannouncements",
     "members_joins_sent", "members_rejoins_sent", "members_over_bound", "members_stale_updates",
+    "members_tables_sent", "members_tables_not_sent",
     "members_alive", "members_suspect", "members_dead", "members_left", "ledger_history_forgiven",
     "ledger_origins_over_bound", "ledger_keys_over_bound", "ledger_entries_over_bound",
     // PeerCounters

@@ -126,7 +126,7 @@ void for_each_cluster_stat(const core::ClusterStats& s, F&& f) {
 // order.
 template <typename F>
 void for_each_membership_stat(const core::MembershipStats& s, F&& f) {
-  static_assert(sizeof(core::MembershipStats) == 11 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::MembershipStats) == 13 * sizeof(std::uint64_t),
                 "list every MembershipStats field in for_each_membership_stat");
   f(std::string_view("members_probes_sent"), s.probes_sent);
   f(std::string_view("members_indirect_probes_sent"), s.indirect_probes_sent);
@@ -139,6 +139,8 @@ void for_each_membership_stat(const core::MembershipStats& s, F&& f) {
   f(std::string_view("members_rejoins_sent"), s.rejoins_sent);
   f(std::string_view("members_over_bound"), s.members_over_bound);
   f(std::string_view("members_stale_updates"), s.stale_updates);
+  f(std::string_view("members_tables_sent"), s.tables_sent);
+  f(std::string_view("members_tables_not_sent"), s.tables_not_sent);
 }
 
 // Fills `out` (cleared first). In a cluster the counters also hold gauges of

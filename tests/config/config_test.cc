@@ -11,6 +11,7 @@
 
 #include "config_test_util.h"
 #include "core/limiter.h"
+#include "core/membership.h"
 #include "core/rule.h"
 #include "core/token_bucket.h"
 
@@ -1365,6 +1366,9 @@ TEST(ClusterConfigErrorTest, DurationsOutOfRange) {
                 "rejoin_interval \"999ms\": must be 0s (never) or at least 1s"},
            Case{"rejoin_interval = \"8d\"", "rejoin_interval \"8d\": must be at most 7d"},
            Case{"rejoin_interval = 10", "rejoin_interval"},
+           Case{"table_sync_interval = \"99ms\"",
+                "table_sync_interval \"99ms\": must be 0s (never) or at least 100ms"},
+           Case{"table_sync_interval = \"2h\"", "table_sync_interval \"2h\": must be at most 1h"},
            Case{"reconnect_backoff_min = \"0ms\"", "must be at least 1ms"},
            Case{"reconnect_backoff_max = \"11m\"", "must be at most 10m"},
            Case{"gossip_interval = \"fast\"", "gossip_interval \"fast\":"},
@@ -1385,6 +1389,19 @@ TEST(ClusterConfigTest, RejoinIntervalZeroTurnsRejoiningOff) {
   const LoadResult slow = load("[cluster]\nrejoin_interval = \"2m\"\n");
   ASSERT_TRUE(slow.ok()) << all_errors(slow);
   EXPECT_EQ(slow.config.cluster.rejoin_interval_us, 120 * kSecondUs);
+}
+
+// table_sync_interval: 0s turns table sync off; the default is
+// core::MembershipOptions' (1s), and the daemon passes it on.
+TEST(ClusterConfigTest, TableSyncIntervalZeroTurnsItOff) {
+  EXPECT_EQ(ClusterSettings{}.table_sync_interval_us,
+            core::MembershipOptions{}.table_sync_interval_us);
+  const LoadResult off = load("[cluster]\ntable_sync_interval = \"0s\"\n");
+  ASSERT_TRUE(off.ok()) << all_errors(off);
+  EXPECT_EQ(off.config.cluster.table_sync_interval_us, 0);
+  const LoadResult slow = load("[cluster]\ntable_sync_interval = \"5s\"\n");
+  ASSERT_TRUE(slow.ok()) << all_errors(slow);
+  EXPECT_EQ(slow.config.cluster.table_sync_interval_us, 5 * kSecondUs);
 }
 
 TEST(ClusterConfigErrorTest, ProbeTimeoutMustNotExceedTheInterval) {

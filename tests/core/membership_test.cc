@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -647,6 +648,145 @@ TEST(MembershipTest, JoinReplyCarriesEveryMemberInDatagramSizedPieces) {
   EXPECT_EQ(outgoing.members(0).node_id(), id_of(0));
 }
 
+// A Ping from `id` carrying a live digest and count.
+PeerMessage ping_from(const std::string& id, std::uint64_t digest, std::uint32_t live_members) {
+  PeerMessage m = from(id);
+  m.mutable_ping()->set_probe_id(7);
+  m.mutable_ping()->set_live_digest(digest);
+  m.mutable_ping()->set_live_members(live_members);
+  return m;
+}
+
+std::size_t tables_in(const Outbox& out) {
+  return static_cast<std::size_t>(std::count_if(
+      out.begin(), out.end(), [](const OutMessage& o) { return o.message.has_join_reply(); }));
+}
+
+TEST(MembershipTest, LiveDigestIsTheLiveSetOfIdsAndIncarnations) {
+  Membership a(options_for(0, {}), 1);
+  Membership b(options_for(0, {}), 2);
+  Outbox out;
+  a.start(0, out);
+  b.start(0, out);
+  EXPECT_EQ(a.live_digest(), b.live_digest());
+  EXPECT_NE(a.live_digest(), 0u);
+  // The same members, learned in another order and with other seqs.
+  PeerMessage to_a = from("x");
+  add_update(to_a, "y", MemberUpdate::ALIVE, 1, 0);
+  to_a.mutable_ack();
+  a.on_message(to_a, 10, out);
+  PeerMessage to_b = from("y");
+  add_update(to_b, "x", MemberUpdate::ALIVE, 1, 3);
+  to_b.mutable_ack();
+  b.on_message(to_b, 10, out);
+  EXPECT_EQ(a.live_digest(), b.live_digest());
+  const std::uint64_t three = a.live_digest();
+  // SUSPECT is still live; a refutation's seq changes nothing.
+  PeerMessage suspect = from("x");
+  add_update(suspect, "y", MemberUpdate::SUSPECT, 1, 0);
+  suspect.mutable_ack();
+  a.on_message(suspect, 20, out);
+  EXPECT_EQ(a.live_digest(), three);
+  // A death and a new incarnation do.
+  PeerMessage dead = from("x");
+  add_update(dead, "y", MemberUpdate::DEAD, 1, 0);
+  dead.mutable_ack();
+  a.on_message(dead, 30, out);
+  EXPECT_NE(a.live_digest(), three);
+  PeerMessage restarted = from("y", 2);
+  restarted.mutable_ack();
+  b.on_message(restarted, 40, out);
+  EXPECT_NE(b.live_digest(), three);
+  EXPECT_NE(b.live_digest(), a.live_digest());
+}
+
+TEST(MembershipTest, PingAndAckCarryTheLiveDigest) {
+  Membership m(options_for(0, {}), 1);
+  Outbox out;
+  m.start(0, out);
+  m.on_message(ping_from("b", m.live_digest(), 1), 10, out);
+  // b is new, so our digest has changed since; the Ack tells the new one,
+  // and b, which knows fewer live members, gets our table too.
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0].message.has_ack());
+  EXPECT_TRUE(out[1].message.has_join_reply());
+  EXPECT_EQ(out[0].message.ack().live_digest(), m.live_digest());
+  EXPECT_EQ(out[0].message.ack().live_members(), 2u);
+  out.clear();
+  // Our probe of b carries it too.
+  m.tick(600'000, out);
+  const auto ping = std::find_if(out.begin(), out.end(),
+                                 [](const OutMessage& o) { return o.message.has_ping(); });
+  ASSERT_NE(ping, out.end());
+  EXPECT_EQ(ping->message.ping().live_digest(), m.live_digest());
+  EXPECT_EQ(ping->message.ping().live_members(), 2u);
+}
+
+TEST(MembershipTest, ADifferentLiveSetGetsOurTableAtMostOncePerInterval) {
+  MembershipOptions options = options_for(0, {});
+  options.table_sync_interval_us = 1'000'000;
+  Membership m(options, 1);
+  Outbox out;
+  m.start(0, out);
+  PeerMessage news = from("b");
+  for (int i = 0; i < 5; ++i) add_update(news, "m" + std::to_string(i), MemberUpdate::ALIVE, 1, 0);
+  news.mutable_ack();
+  m.on_message(news, 10, out);
+  ASSERT_EQ(m.live_peers().size(), 6u);
+  out.clear();
+
+  // b knows fewer live members and another set: it gets our whole table.
+  m.on_message(ping_from("b", 12345, 3), 100, out);
+  EXPECT_EQ(tables_in(out), 1u);  // 7 records fit one datagram
+  std::set<std::string> listed;
+  for (const OutMessage& o : out) {
+    if (!o.message.has_join_reply()) continue;
+    EXPECT_EQ(o.address, "b:7946");
+    for (const MemberUpdate& u : o.message.members()) listed.insert(u.node_id());
+  }
+  EXPECT_EQ(listed.size(), 7u);
+  EXPECT_EQ(m.stats().tables_sent, 1u);
+  out.clear();
+
+  // Within the interval: not again, and counted.
+  m.on_message(ping_from("c", 12345, 3), 900'000, out);
+  EXPECT_EQ(tables_in(out), 0u);
+  EXPECT_EQ(m.stats().tables_not_sent, 1u);
+  out.clear();
+  // Same digest, an older peer (0), or a peer that knows more live members: none.
+  m.on_message(ping_from("b", m.live_digest(), 8), 2'000'000, out);
+  m.on_message(ping_from("b", 0, 3), 2'000'000, out);
+  m.on_message(ping_from("b", 12345, 9), 2'000'000, out);
+  EXPECT_EQ(tables_in(out), 0u);
+  EXPECT_EQ(m.stats().tables_not_sent, 1u);
+  // A relayed Ack tells the target's answer, not the relay's view: none.
+  PeerMessage relayed = from("b");
+  relayed.mutable_ack()->set_probe_id(99);
+  relayed.mutable_ack()->set_target_id("m1");
+  relayed.mutable_ack()->set_live_digest(12345);
+  m.on_message(relayed, 2'000'000, out);
+  EXPECT_EQ(tables_in(out), 0u);
+  // A direct Ack does, once the interval has passed.
+  PeerMessage ack = from("b");
+  ack.mutable_ack()->set_probe_id(99);
+  ack.mutable_ack()->set_live_digest(12345);
+  ack.mutable_ack()->set_live_members(2);
+  m.on_message(ack, 2'000'000, out);
+  EXPECT_EQ(tables_in(out), 1u);
+  EXPECT_EQ(m.stats().tables_sent, 2u);
+}
+
+TEST(MembershipTest, TableSyncIntervalZeroSendsNoTable) {
+  MembershipOptions options = options_for(0, {});
+  options.table_sync_interval_us = 0;
+  Membership m(options, 1);
+  Outbox out;
+  m.start(0, out);
+  m.on_message(ping_from("b", 12345, 1), 100, out);
+  EXPECT_EQ(tables_in(out), 0u);
+  EXPECT_EQ(m.stats().tables_sent + m.stats().tables_not_sent, 0u);
+}
+
 TEST(MembershipTest, MaxMembersIsABoundAndCounted) {
   MembershipOptions options = options_for(0, {});
   options.max_members = 3;
@@ -947,6 +1087,39 @@ TEST(MembershipSimTest, FiveNodesJoinThroughOneSeed) {
     // Every probe acked, but the last one may still be in flight.
     EXPECT_GE(net.node(i).stats().acks_received + 1, net.node(i).stats().probes_sent);
   }
+}
+
+// 150 nodes started at once through one seed: news piggybacked 8 records a
+// message spreads them slowly; table sync brings every view to all 150
+// within seconds. Without it (interval 0) the same run is far from done.
+TEST(MembershipSimTest, MassJoinConvergesThroughTableSync) {
+  constexpr int kNodes = 150;
+  auto run = [&](TimeUs table_sync_interval_us) {
+    Network net(3);
+    for (int i = 0; i < kNodes; ++i) {
+      MembershipOptions options = options_for(i, {address_of(0)});
+      options.table_sync_interval_us = table_sync_interval_us;
+      net.add(i, std::move(options), 700 + i);
+    }
+    const bool done = net.run_until(
+        [&] {
+          for (int i = 0; i < kNodes; ++i) {
+            if (net.node(i).live_peers().size() + 1 < kNodes) return false;
+          }
+          return true;
+        },
+        8 * kUsPerSecond);
+    std::uint64_t tables = 0;
+    for (int i = 0; i < kNodes; ++i) tables += net.node(i).stats().tables_sent;
+    return std::pair<bool, std::uint64_t>(done, tables);
+  };
+  const auto [synced, tables] = run(1'000'000);
+  EXPECT_TRUE(synced);
+  EXPECT_GT(tables, 0u);
+  EXPECT_LE(tables, 8u * kNodes);  // at most one a second each
+  const auto [unsynced, none] = run(0);
+  EXPECT_FALSE(unsynced) << "piggybacking alone was as fast: the test shows nothing";
+  EXPECT_EQ(none, 0u);
 }
 
 TEST(MembershipSimTest, JoinsThroughTheSeedThatIsUp) {

@@ -261,7 +261,13 @@ TEST(AccuracyTest, OwnerRoutingUnderChurnLosesNoConsumption) {
     EXPECT_EQ(r.core.entries_gossiped, 0u) << seed;
     EXPECT_GT(r.core.routed_entries_to_owners, 0u) << seed;
     EXPECT_GT(r.core.routed_newcomer_keys, 0u) << seed;  // owners sent whole keys to newcomers
-    EXPECT_GE(r.core.deaths, 8u) << seed;                // the crashes happened
+    // The crashes happened and membership noticed. Whether a node is declared
+    // dead before it is back 3 s later is a race (suspected after about 1 s,
+    // dead 2 s later), so deaths are not counted on.
+    std::uint32_t restarts = 0;
+    for (const NodeResult& node : r.per_node) restarts += node.restarts;
+    EXPECT_EQ(restarts, 8u) << seed;
+    EXPECT_GT(r.core.suspicions, 0u) << seed;
   }
 }
 

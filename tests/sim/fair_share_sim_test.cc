@@ -27,10 +27,15 @@ void expect_fair(const Results& r, const std::string& what, double burst, double
   EXPECT_GT(r.core.share_refused, 0u) << what;  // the shares did something
 }
 
+// 37 s of traffic: a run that ends just after a burst that overshot has not
+// repaid it yet (20 nodes, seed 1: +21 tokens at 19.1 s, +1.2% of 17 s of
+// traffic, +0.03% once the run goes on), and "within 1%" is about the long run.
 TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
   for (const int nodes : {5, 20, 50}) {
     for (const std::uint64_t seed : {1, 2, 3}) {
-      const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes)}), seed);
+      const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes),
+                                                "duration=\"40s\""}),
+                            seed);
       expect_fair(r, std::to_string(nodes) + " nodes, seed " + std::to_string(seed), 100);
     }
   }
