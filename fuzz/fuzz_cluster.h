@@ -37,6 +37,7 @@ inline core::ClusterOptions node_options(int index) {
   // routed_max_origins the gossip path: the fuzzer reaches both.
   options.owners_per_key = 2;
   options.routed_max_origins = 4;
+  options.routed_min_members = 1;
   return options;
 }
 

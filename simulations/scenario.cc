@@ -217,6 +217,7 @@ void read_cluster(Reader& r, ClusterParams& c) {
   r.integer("anti_entropy_entries", o.anti_entropy_entries, 1, 10'000'000);
   r.integer("owners_per_key", o.owners_per_key, 0, core::KeyOwners::kMaxOwners);
   r.integer("routed_max_origins", o.routed_max_origins, 1, 1'000'000);
+  r.integer("routed_min_members", o.routed_min_members, 1, 1'000'000);
   r.duration("probe_interval", m.probe_interval_us, 1000);
   r.duration("probe_timeout", m.probe_timeout_us, 100);
   r.integer("indirect_probes", m.indirect_probes, 0, 64);

@@ -133,6 +133,7 @@ constexpr IntRange kMaxLedgerKeysRange{1, 1'000'000'000};
 constexpr IntRange kMaxEntriesPerKeyRange{2, 1 << 20};
 constexpr IntRange kOwnersPerKeyRange{0, 8};  // core::KeyOwners::kMaxOwners
 constexpr IntRange kRoutedMaxOriginsRange{1, 1 << 20};
+constexpr IntRange kRoutedMinMembersRange{1, 1 << 20};
 constexpr std::string_view kDaemonKeys[] = {
     "node_id",         "socket",          "socket_mode",
     "log_level",       "max_frame_bytes", "max_checks_per_frame",
@@ -172,7 +173,8 @@ constexpr std::string_view kClusterKeys[] = {"mode",
                                              "max_ledger_keys",
                                              "max_entries_per_key",
                                              "owners_per_key",
-                                             "routed_max_origins"};
+                                             "routed_max_origins",
+                                             "routed_min_members"};
 constexpr std::string_view kClusterModes[] = {"none", "gossip", "mesh", "redis"};
 constexpr std::string_view kRuleKeys[] = {
     "name",        "match",        "limit",       "period",        "burst",
@@ -1053,6 +1055,8 @@ class Loader {
     read_uint32(cluster, "owners_per_key", prefix, kOwnersPerKeyRange, out.owners_per_key);
     read_uint32(cluster, "routed_max_origins", prefix, kRoutedMaxOriginsRange,
                 out.routed_max_origins);
+    read_uint32(cluster, "routed_min_members", prefix, kRoutedMinMembersRange,
+                out.routed_min_members);
 
     // Relations between keys, judged only on values that passed on their own.
     if (probe_interval_ok && probe_timeout_ok) {

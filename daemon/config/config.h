@@ -87,10 +87,13 @@ struct ClusterSettings {
   std::uint32_t max_origins = 1 << 16;
   std::uint32_t max_ledger_keys = 4'000'000;
   std::uint32_t max_entries_per_key = 16'384;
-  // Owner routing (docs/cluster.md, "Owner routing"): a key with at most
-  // routed_max_origins origins goes to owners_per_key owners instead of
-  // being gossiped; 0 owners (the default): every key is gossiped.
-  std::uint32_t owners_per_key = 0;
+  // Owner routing (docs/cluster.md, "Owner routing"): while a node sees at
+  // least routed_min_members live members (itself included), a key with at
+  // most routed_max_origins origins goes to owners_per_key owners instead of
+  // being gossiped; 0 owners: every key is gossiped. The defaults are
+  // core::ClusterOptions'.
+  std::uint32_t owners_per_key = 2;
+  std::uint32_t routed_min_members = 128;
   std::uint32_t routed_max_origins = 16;
 };
 

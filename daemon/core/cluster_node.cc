@@ -565,7 +565,8 @@ void ClusterNode::tick(TimeUs now) {
 
 void ClusterNode::refresh_owners() {
   const std::vector<const Member*>& peers = membership_.live_peers();
-  if (membership_.live_version() == key_owners_version_) return;
+  routing_ = options_.owners_per_key > 0 && peers.size() + 1 >= options_.routed_min_members;
+  if (!routing_ || membership_.live_version() == key_owners_version_) return;
   key_owners_version_ = membership_.live_version();
   std::vector<std::string> ids;
   ids.reserve(peers.size() + 1);
@@ -636,7 +637,7 @@ void ClusterNode::gossip_round(TimeUs now) {
                            .horizon_us = options_.gossip_interval_us * (rounds + 1)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
-  if (options_.owners_per_key > 0) refresh_owners();
+  refresh_owners();
   if (options_.fanout > 0 && peers.size() > options_.fanout) {
     // A partial Fisher-Yates picks `fanout` distinct peers.
     for (std::size_t i = 0; i < options_.fanout; ++i) {
@@ -749,7 +750,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   if (peers.empty()) return;
   std::uniform_int_distribution<std::size_t> pick(0, peers.size() - 1);
   const Member* peer = peers[pick(rng_)];
-  if (options_.owners_per_key > 0) refresh_owners();
+  refresh_owners();
   Ledger& ledger = limiter_.ledger();
   PeerMessage base;
   base.set_cluster(options_.cluster_name);

@@ -89,6 +89,7 @@ core::ClusterOptions make_cluster_options(const ClusterServiceOptions& options,
   out.ledger_bounds = make_ledger_bounds(s);
   out.owners_per_key = s.owners_per_key;
   out.routed_max_origins = s.routed_max_origins;
+  out.routed_min_members = s.routed_min_members;
   return out;
 }
 

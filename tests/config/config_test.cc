@@ -11,6 +11,7 @@
 
 #include "config_test_util.h"
 #include "core/limiter.h"
+#include "core/cluster_node.h"
 #include "core/membership.h"
 #include "core/rule.h"
 #include "core/token_bucket.h"
@@ -1402,6 +1403,24 @@ TEST(ClusterConfigTest, TableSyncIntervalZeroTurnsItOff) {
   const LoadResult slow = load("[cluster]\ntable_sync_interval = \"5s\"\n");
   ASSERT_TRUE(slow.ok()) << all_errors(slow);
   EXPECT_EQ(slow.config.cluster.table_sync_interval_us, 5 * kSecondUs);
+}
+
+// Owner routing is on by default from 128 live members; the defaults are
+// core::ClusterOptions', and the keys are read.
+TEST(ClusterConfigTest, OwnerRoutingDefaultsAndKeys) {
+  const ClusterSettings defaults;
+  const core::ClusterOptions core_defaults;
+  EXPECT_EQ(defaults.owners_per_key, core_defaults.owners_per_key);
+  EXPECT_EQ(defaults.owners_per_key, 2u);
+  EXPECT_EQ(defaults.routed_min_members, core_defaults.routed_min_members);
+  EXPECT_EQ(defaults.routed_max_origins, core_defaults.routed_max_origins);
+  const LoadResult set =
+      load("[cluster]\nowners_per_key = 0\nrouted_min_members = 1\nrouted_max_origins = 8\n");
+  ASSERT_TRUE(set.ok()) << all_errors(set);
+  EXPECT_EQ(set.config.cluster.owners_per_key, 0u);
+  EXPECT_EQ(set.config.cluster.routed_min_members, 1u);
+  EXPECT_EQ(set.config.cluster.routed_max_origins, 8u);
+  EXPECT_FALSE(load("[cluster]\nrouted_min_members = 0\n").ok());
 }
 
 TEST(ClusterConfigErrorTest, ProbeTimeoutMustNotExceedTheInterval) {

@@ -408,6 +408,7 @@ TEST(ClusterNodeTest, DeterministicForOneSeed) {
 TEST(ClusterNodeTest, RoutedKeysReachTheNodesThatUseThemAndNoOthers) {
   ClusterOptions options;
   options.owners_per_key = 2;
+  options.routed_min_members = 1;  // a small cluster routes too
   constexpr std::size_t kNodes = 12;
   constexpr int kUsers = 24;
   constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;
@@ -459,11 +460,48 @@ TEST(ClusterNodeTest, RoutedKeysReachTheNodesThatUseThemAndNoOthers) {
   EXPECT_GT(forwarded, 0u);
 }
 
+// Routing engages only once a node sees routed_min_members live members:
+// the same 12 nodes and per-user keys gossip with the default (128) and
+// route with 12.
+TEST(ClusterNodeTest, RoutingEngagesFromRoutedMinMembers) {
+  for (const std::uint32_t min_members : {128u, 13u, 12u}) {
+    ClusterOptions options;  // owners_per_key: the default (2)
+    options.routed_min_members = min_members;
+    constexpr int kNodes = 12;
+    Sim sim(kNodes, global_rule(100, 3600'000 * kUsPerSecond, 100), 0.0, 23, options);
+    sim.run(3 * kUsPerSecond);
+    for (int user = 0; user < 12; ++user) {
+      const std::string key = "u" + std::to_string(user);
+      ASSERT_TRUE(sim.check(static_cast<std::size_t>(user), key.c_str()));
+      ASSERT_TRUE(sim.check(static_cast<std::size_t>(user + 5) % kNodes, key.c_str()));
+    }
+    sim.run(kUsPerSecond);
+    std::uint64_t gossiped = 0;
+    std::uint64_t routed = 0;
+    for (int i = 0; i < kNodes; ++i) {
+      gossiped += sim.node(static_cast<std::size_t>(i)).node->stats().entries_gossiped;
+      routed += sim.node(static_cast<std::size_t>(i)).node->stats().routed_entries_to_owners;
+    }
+    if (min_members > kNodes) {
+      EXPECT_GT(gossiped, 0u) << min_members;
+      EXPECT_EQ(routed, 0u) << min_members;
+    } else {
+      EXPECT_EQ(gossiped, 0u) << min_members;
+      EXPECT_GT(routed, 0u) << min_members;
+    }
+    for (int user = 0; user < 12; ++user) {
+      const std::string key = "u" + std::to_string(user);
+      EXPECT_EQ(sim.remaining(static_cast<std::size_t>(user), key.c_str()), 98) << key;
+    }
+  }
+}
+
 // Loss while users spend, then an owner of every key crashes: anti-entropy
 // to the (new) owners repairs what was lost, and nothing is lost for good.
 TEST(ClusterNodeTest, RoutedKeysSurviveLossAndACrashedOwner) {
   ClusterOptions options;
   options.owners_per_key = 2;
+  options.routed_min_members = 1;  // a small cluster routes too
   constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;  // none within the test
   Sim sim(8, global_rule(1000, kNoRefill, 1000), 0.0, 22, options);
   sim.run(3 * kUsPerSecond);
@@ -505,6 +543,7 @@ TEST(ClusterNodeTest, RoutedKeysSurviveLossAndACrashedOwner) {
 TEST(ClusterNodeTest, AKeyWithManyOriginsIsGossiped) {
   ClusterOptions options;
   options.owners_per_key = 2;
+  options.routed_min_members = 1;  // a small cluster routes too
   options.routed_max_origins = 3;
   constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;
   Sim sim(8, global_rule(1000, kNoRefill, 1000), 0.0, 23, options);

@@ -241,7 +241,8 @@ TEST_P(ClusterTest, KilledNodeIsMarkedDeadAndRejoinsWithoutForgetting) {
 TEST_P(ClusterTest, RoutedPerUserKeysReachTheirNodesThroughOwners) {
   constexpr int kNodes = 5;
   constexpr int kUsers = 10;
-  start_cluster(kNodes, kHourlyRule + "\n[cluster]\nowners_per_key = 2\n");
+  start_cluster(kNodes,
+                kHourlyRule + "\n[cluster]\nowners_per_key = 2\nrouted_min_members = 1\n");
   ASSERT_TRUE(eventually([&] { return all_alive(kNodes); }, std::chrono::seconds(20))) << logs();
   const auto nodes_of = [](int user) {
     return std::vector<int>{user % kNodes, (user + 1) % kNodes, (user + 3) % kNodes};

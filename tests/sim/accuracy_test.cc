@@ -251,7 +251,8 @@ TEST(AccuracyTest, OwnerRoutingUnderChurnLosesNoConsumption) {
   }
   crashes += "]";
   for (std::uint64_t seed : {1, 2}) {
-    const Results r = run(shipped("churn300", {"cluster.nodes=40", "traffic.0.keys=4000",
+    const Results r = run(shipped("churn300", {"cluster.nodes=40", "cluster.routed_min_members=1",
+                                               "traffic.0.keys=4000",
                                                "traffic.0.rate=4000", "duration=\"32s\"", crashes}),
                           seed);
     EXPECT_LE(std::abs(r.error_ratio()), 0.01) << seed;
