@@ -226,6 +226,17 @@ void add_update(PeerMessage& m, const std::string& id, MemberUpdate::State state
   u->set_seq(seq);
 }
 
+// `m` hears from `sender` (an Ack) of `count` more members, m0, m1, ...,
+// each ALIVE at incarnation 1.
+void learn_members(Membership& m, const std::string& sender, int count, TimeUs now, Outbox& out) {
+  PeerMessage msg = from(sender);
+  for (int i = 0; i < count; ++i) {
+    add_update(msg, "m" + std::to_string(i), MemberUpdate::ALIVE, 1, 0);
+  }
+  msg.mutable_ack();
+  m.on_message(msg, now, out);
+}
+
 // ---------------------------------------------------------------- unit cases
 
 TEST(MembershipTest, StateNames) {
@@ -563,10 +574,7 @@ TEST(MembershipTest, PiggybackIsBoundedAndRetransmittedLogN) {
   Outbox out;
   m.start(0, out);
   // The sender and six more: eight members, each news queued once.
-  PeerMessage msg = from("b");
-  for (int i = 0; i < 6; ++i) add_update(msg, "m" + std::to_string(i), MemberUpdate::ALIVE, 1, 0);
-  msg.mutable_ack();
-  m.on_message(msg, 10, out);
+  learn_members(m, "b", 6, 10, out);
   ASSERT_EQ(m.members().size(), 8u);
 
   // 7 updates, each sent 2 * ceil(log2(8 + 1)) = 8 times, 4 per message.
@@ -728,10 +736,7 @@ TEST(MembershipTest, ADifferentLiveSetGetsOurTableAtMostOncePerInterval) {
   Membership m(options, 1);
   Outbox out;
   m.start(0, out);
-  PeerMessage news = from("b");
-  for (int i = 0; i < 5; ++i) add_update(news, "m" + std::to_string(i), MemberUpdate::ALIVE, 1, 0);
-  news.mutable_ack();
-  m.on_message(news, 10, out);
+  learn_members(m, "b", 5, 10, out);
   ASSERT_EQ(m.live_peers().size(), 6u);
   out.clear();
 
