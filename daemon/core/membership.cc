@@ -197,8 +197,7 @@ void Membership::on_message(const PeerMessage& message, TimeUs now, Outbox& out)
       PeerMessage reply;
       peer::v1::Ack& ack = *reply.mutable_ack();
       ack.set_probe_id(message.ping().probe_id());
-      ack.set_live_digest(live_digest());
-      ack.set_live_members(static_cast<std::uint32_t>(live_peers().size() + 1));
+      stamp_live(ack);
       send(out, message.from_address(), message.from_id(), std::move(reply));
       sync_table(message, message.ping().live_digest(), message.ping().live_members(), now, out);
       break;
@@ -304,7 +303,7 @@ void Membership::sync_table(const PeerMessage& message, std::uint64_t their_dige
   // Fewer live members than theirs: they surely know some we do not, and
   // their table comes our way when they hear our digest; ours then follows
   // if we still know some they do not.
-  if (live_peers().size() + 1 < their_live_members) return;
+  if (live_members() < their_live_members) return;
   if (now < next_table_us_) {
     ++stats_.tables_not_sent;
     return;
@@ -318,8 +317,7 @@ PeerMessage Membership::ping_message(std::uint64_t probe_id) const {
   PeerMessage message;
   peer::v1::Ping& ping = *message.mutable_ping();
   ping.set_probe_id(probe_id);
-  ping.set_live_digest(live_digest());
-  ping.set_live_members(static_cast<std::uint32_t>(live_peers().size() + 1));
+  stamp_live(ping);
   return message;
 }
 

@@ -28,8 +28,8 @@
 // 10 s). So every Ping and direct Ack carries a digest of the sender's live
 // members; a receiver whose digest differs and who knows at least as many
 // live members sends its whole table, at most once per table_sync_interval.
-// A stable cluster pays 12 bytes per probe; views that differ meet within a
-// probe or two.
+// A stable cluster pays about 12 bytes per Ping and Ack; views that differ
+// meet within a probe or two.
 //
 // Not thread-safe; deterministic given the seed and the inputs.
 #pragma once
@@ -195,6 +195,14 @@ class Membership {
   void send_table(const std::string& address, Outbox& out) const;
   // A Ping with our live digest.
   peer::v1::PeerMessage ping_message(std::uint64_t probe_id) const;
+  // Live members, ourselves included.
+  std::uint32_t live_members() const { return static_cast<std::uint32_t>(live_peers().size() + 1); }
+  // Sets a Ping's or an Ack's live_digest and live_members (table sync).
+  template <typename Body>
+  void stamp_live(Body& body) const {
+    body.set_live_digest(live_digest());
+    body.set_live_members(live_members());
+  }
   // Table sync: the sender of a Ping or direct Ack told its live digest.
   void sync_table(const peer::v1::PeerMessage& message, std::uint64_t their_digest,
                   std::uint32_t their_live_members, TimeUs now, Outbox& out);

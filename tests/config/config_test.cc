@@ -1380,29 +1380,29 @@ TEST(ClusterConfigErrorTest, DurationsOutOfRange) {
   }
 }
 
-// rejoin_interval: 0s turns rejoining through the seeds off; the default is
-// core::MembershipOptions' (10s).
-TEST(ClusterConfigTest, RejoinIntervalZeroTurnsRejoiningOff) {
+// rejoin_interval and table_sync_interval: 0s turns each off (rejoining
+// through the seeds; table sync); their defaults are core::MembershipOptions',
+// and any other value is read.
+TEST(ClusterConfigTest, NeverOrAtLeastIntervalsZeroTurnsThemOff) {
+  struct Case {
+    const char* key;
+    std::int64_t ClusterSettings::*field;
+    std::int64_t core::MembershipOptions::*core_field;
+  };
+  for (const Case& c : {Case{"rejoin_interval", &ClusterSettings::rejoin_interval_us,
+                             &core::MembershipOptions::rejoin_interval_us},
+                        Case{"table_sync_interval", &ClusterSettings::table_sync_interval_us,
+                             &core::MembershipOptions::table_sync_interval_us}}) {
+    EXPECT_EQ(ClusterSettings{}.*c.field, core::MembershipOptions{}.*c.core_field) << c.key;
+    const LoadResult off = load("[cluster]\n" + std::string(c.key) + " = \"0s\"\n");
+    ASSERT_TRUE(off.ok()) << all_errors(off);
+    EXPECT_EQ(off.config.cluster.*c.field, 0) << c.key;
+    const LoadResult slow = load("[cluster]\n" + std::string(c.key) + " = \"2m\"\n");
+    ASSERT_TRUE(slow.ok()) << all_errors(slow);
+    EXPECT_EQ(slow.config.cluster.*c.field, 120 * kSecondUs) << c.key;
+  }
   EXPECT_EQ(ClusterSettings{}.rejoin_interval_us, 10 * kSecondUs);
-  const LoadResult off = load("[cluster]\nrejoin_interval = \"0s\"\n");
-  ASSERT_TRUE(off.ok()) << all_errors(off);
-  EXPECT_EQ(off.config.cluster.rejoin_interval_us, 0);
-  const LoadResult slow = load("[cluster]\nrejoin_interval = \"2m\"\n");
-  ASSERT_TRUE(slow.ok()) << all_errors(slow);
-  EXPECT_EQ(slow.config.cluster.rejoin_interval_us, 120 * kSecondUs);
-}
-
-// table_sync_interval: 0s turns table sync off; the default is
-// core::MembershipOptions' (1s), and the daemon passes it on.
-TEST(ClusterConfigTest, TableSyncIntervalZeroTurnsItOff) {
-  EXPECT_EQ(ClusterSettings{}.table_sync_interval_us,
-            core::MembershipOptions{}.table_sync_interval_us);
-  const LoadResult off = load("[cluster]\ntable_sync_interval = \"0s\"\n");
-  ASSERT_TRUE(off.ok()) << all_errors(off);
-  EXPECT_EQ(off.config.cluster.table_sync_interval_us, 0);
-  const LoadResult slow = load("[cluster]\ntable_sync_interval = \"5s\"\n");
-  ASSERT_TRUE(slow.ok()) << all_errors(slow);
-  EXPECT_EQ(slow.config.cluster.table_sync_interval_us, 5 * kSecondUs);
+  EXPECT_EQ(ClusterSettings{}.table_sync_interval_us, 1 * kSecondUs);
 }
 
 // Owner routing is on by default from 128 live members; the defaults are
