@@ -1,6 +1,7 @@
 #include "core/fair_share.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/stable_hash.h"
 
@@ -17,11 +18,17 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 
 }  // namespace
 
+// One per key this node checks (docs/cluster.md, "Fair shares": memory).
+static_assert(sizeof(FairShare) <= 112);
+
 void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
   probing_ = false;
   sparse_probe_ = false;
   unlimited_ = false;
   asked_ = 0;
+  accruing_ = 0;
+  epoch_us_ = static_cast<std::uint32_t>(
+      std::clamp<TimeUs>(view.horizon_us, 1, std::numeric_limits<std::uint32_t>::max()));
   if (!marked_) {
     // The first epoch here: news of who else spends may still be arriving.
     young_until_us_ = now + view.horizon_us;
@@ -37,8 +44,12 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     mark_us_ = now;
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
-  const i128 pool =
-      units(std::max<std::int64_t>(0, in.headroom)) + units(std::max<std::int64_t>(0, in.refill));
+  const i128 balance = units(std::max<std::int64_t>(0, in.headroom));
+  const i128 refill = units(std::max<std::int64_t>(0, in.refill));
+  // What is shared out at once; an accruing refill is shared alike below
+  // and becomes spendable as the epoch goes by.
+  const i128 pool = in.refill_accrues ? balance : balance + refill;
+  const i128 later = in.refill_accrues ? refill : 0;
   // Up to one unit, so shares below one request admit one with their size
   // as the probability.
   const auto dither =
@@ -57,6 +68,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     probing_ = true;
     const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
     credit_ = pool / ways + dither;
+    accruing_ = later / ways;
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
     sparse_probe_ = in.sparse_rule;
@@ -78,7 +90,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   const std::uint64_t all_now = since(in.all_consumed, mark_all_);
   if (now - mark_us_ >= 4 * view.horizon_us && all_now > 0) {
     const std::uint64_t own_now = std::min(since(in.own_consumed, mark_own_), all_now);
-    weight = std::max(weight, kOne * own_now / all_now);
+    weight = (weight + kOne * own_now / all_now) / 2;
   }
   // An eighth shared equally: no origin starves (a node that has not spent
   // yet gets 1/(8 seen)), and the weights of one view still sum to one.
@@ -87,11 +99,19 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // still arriving: every live node may be about to.
   if (now < young_until_us_) weight = weight * seen / std::max(seen, n);
   credit_ = pool * weight / kOne + dither;
+  accruing_ = later * weight / kOne;
   epoch_end_us_ = now + view.horizon_us;
 }
 
+__int128 FairShare::accrued(TimeUs now) const {
+  const TimeUs left_us = epoch_end_us_ - now;
+  if (accruing_ == 0 || left_us <= 0) return accruing_;
+  if (left_us >= epoch_us_) return 0;
+  return accruing_ * (epoch_us_ - left_us) / epoch_us_;
+}
+
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
-  if (unlimited_ || credit_ >= units(cost)) {
+  if (unlimited_ || credit_ >= units(cost) || credit_ + accrued(now) >= units(cost)) {
     return Answer::kCredit;
   }
   // Sparse demand (Poisson arrivals, a request per node now and then) does

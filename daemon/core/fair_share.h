@@ -44,6 +44,14 @@ struct ShareView {
 struct ShareInputs {
   std::int64_t headroom = 0;  // units the algorithm would admit now (its balance)
   std::int64_t refill = 0;    // units it regains over one horizon (rounded down)
+  // The refill becomes spendable as the epoch goes by (in proportion to the
+  // time elapsed), not all at its start: for an algorithm that frees room
+  // continuously and does not repay an early spend (the sliding window: room
+  // that frees at the epoch's end, spent at its start by a burst that stops
+  // in between, is an excess one limiter would not have admitted, and no
+  // debt repays it). A token bucket's refill is spendable at once: what it
+  // spends early is a debt it repays.
+  bool refill_accrues = false;
   // How many nodes are likely to spend on a key new here (the rule's keys
   // are usually spent on by that many; all live nodes while unknown), whose
   // probe shares its balance that many ways; 0: none is probed (each of the
@@ -90,7 +98,7 @@ class FairShare {
   }
   // Spends `cost` of the share, which ask() found it holds.
   void spend(std::int64_t cost) {
-    if (!unlimited_) credit_ = std::max<__int128>(0, credit_ - units(cost));
+    if (!unlimited_) credit_ -= units(cost);
   }
   TimeUs epoch_end_us() const { return epoch_end_us_; }
   bool unlimited() const { return unlimited_; }
@@ -105,23 +113,34 @@ class FairShare {
   // `cost` in the credit's units (costs up to 2^50: 128 bits).
   static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
 
+  // What has accrued of the epoch's refill by `now` (refill_accrues).
+  __int128 accrued(TimeUs now) const;
+
+  // What is left this epoch, in units() (16 bits of fraction), not counting
+  // the refill still accruing (below): negative when the spending ran ahead
+  // of its start.
+  __int128 credit_ = 0;
+  __int128 accruing_ = 0;       // this node's part of the refill, accruing over the epoch
   TimeUs epoch_end_us_ = 0;
-  __int128 credit_ = 0;         // what is left this epoch, in units() (16 bits of fraction)
-  bool unlimited_ = false;      // no share: the whole balance
-  bool probed_ = false;         // a probe ran: no second one
-  std::uint32_t asked_ = 0;     // requests this epoch
   TimeUs dense_until_us_ = -1;  // demand dense until then (-1: never was)
   TimeUs young_until_us_ = 0;   // a probe's news may still be arriving: share n ways
-  bool probing_ = false;
-  bool sparse_probe_ = false;  // the probe keeps the first request of an epoch
   // Consumption marks, every kWeightWindowUs: the weights cover the time
   // since the previous mark (one to two windows).
-  bool marked_ = false;
   TimeUs mark_us_ = 0;
   std::uint64_t mark_own_ = 0;
   std::uint64_t mark_all_ = 0;
   std::uint64_t prev_own_ = 0;
   std::uint64_t prev_all_ = 0;
+  // The epoch's length, over which accruing_ accrues (a horizon above
+  // 2^32 us, 71 minutes, accrues over 71 minutes). 32 bits: the share is
+  // 112 bytes, one per key this node checks.
+  std::uint32_t epoch_us_ = 0;
+  std::uint32_t asked_ = 0;     // requests this epoch
+  bool unlimited_ = false;      // no share: the whole balance
+  bool probed_ = false;         // a probe ran: no second one
+  bool probing_ = false;
+  bool sparse_probe_ = false;  // the probe keeps the first request of an epoch
+  bool marked_ = false;
 };
 
 }  // namespace rlimit::core

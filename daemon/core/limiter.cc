@@ -614,7 +614,13 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                      : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
                                       scratch.effective, input.cost, end);
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
-      in.refill = std::max(in.refill, headroom_later - headroom);
+      in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
+      // A sliding window frees room continuously (the previous window's
+      // weight falls with time), and what it admits beyond one limiter is
+      // not a debt: its refill accrues over the epoch. A log or a fixed
+      // window frees in steps that the algorithm itself times (it refuses
+      // until then); the bucket-like ones repay an early spend as a debt.
+      in.refill_accrues = p.limit->algorithm == Algorithm::kSlidingWindow;
     }
     for (const Ledger::Entry& e : state.entries) {
       if (e.origin == 0) {  // this node, in any incarnation

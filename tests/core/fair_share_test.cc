@@ -138,6 +138,75 @@ TEST(FairShareTest, SharesFollowRecentConsumption) {
   EXPECT_NEAR(share_of(0), 20, 1);
 }
 
+// Four nodes whose views agree, whose demand shifted: over the weight
+// window they spent alike, since the last mark one of them did most. Each
+// node's weight mixes both, so one view's shares still sum to the pool (a
+// node taking the larger of its two parts overcommitted: 1.5 pools here).
+TEST(FairShareTest, SharesOfOneViewSumToThePoolWhenDemandShifts) {
+  constexpr std::uint64_t kLongEach = 1000;              // per node, before the mark
+  const std::uint64_t recent[4] = {700, 100, 100, 100};  // per node, since the mark
+  const TimeUs marked = kStart + FairShare::kWeightWindowUs;
+  const TimeUs t = marked + 5 * kHorizonUs;  // the current window spans 4 horizons
+  int total = 0;
+  for (int node = 0; node < 4; ++node) {
+    FairShare share;
+    ShareInputs in{.headroom = 800,
+                   .refill = 0,
+                   .others = 3,
+                   .has_own = true,
+                   .own_consumed = 0,
+                   .all_consumed = 0,
+                   .dither_seed = static_cast<std::uint64_t>(node) + 1};
+    share.start_epoch(view_of(4), in, kStart);
+    in.own_consumed = kLongEach;
+    in.all_consumed = 4 * kLongEach;
+    share.start_epoch(view_of(4), in, marked);
+    in.own_consumed += recent[node];
+    in.all_consumed += 1000;
+    share.start_epoch(view_of(4), in, t);
+    total += spend_epoch(share, 2000, t);
+  }
+  EXPECT_GE(total, 800 - 4);
+  EXPECT_LE(total, 800 + 4);  // a dithered request each at most
+}
+
+// A refill that accrues (the sliding window's) is spendable as the epoch
+// goes by: none of it at the start, half halfway, all at the end.
+TEST(FairShareTest, ARefillThatAccruesBecomesSpendableAsTheEpochGoesBy) {
+  FairShare share;
+  ShareInputs in{.headroom = 0,
+                 .refill = 100,
+                 .refill_accrues = true,
+                 .others = 1,
+                 .has_own = true,
+                 .own_consumed = 0,
+                 .all_consumed = 0};
+  share.start_epoch(view_of(2), in, kStart);
+  in.own_consumed = 500;
+  in.all_consumed = 1000;
+  const TimeUs t = kStart + FairShare::kWeightWindowUs;
+  share.start_epoch(view_of(2), in, t);  // half of 100 for this node
+  EXPECT_LE(spend_epoch(share, 100, t), 1);  // the dither at most
+  const int halfway = spend_epoch(share, 100, t + kHorizonUs / 2);
+  EXPECT_GE(halfway, 24);
+  EXPECT_LE(halfway, 26);
+  const int by_end = spend_epoch(share, 100, t + kHorizonUs - 1);
+  EXPECT_GE(halfway + by_end, 49);
+  EXPECT_LE(halfway + by_end, 51);
+  // Without accrual the same refill is spendable at once.
+  FairShare at_once;
+  in.refill_accrues = false;
+  in.own_consumed = 0;
+  in.all_consumed = 0;
+  at_once.start_epoch(view_of(2), in, kStart);
+  in.own_consumed = 500;
+  in.all_consumed = 1000;
+  at_once.start_epoch(view_of(2), in, t);
+  const int at_start = spend_epoch(at_once, 100, t);
+  EXPECT_GE(at_start, 49);
+  EXPECT_LE(at_start, 51);
+}
+
 // Shares below one request: of many nodes with half a request each, about
 // half admit one (the dither differs by node), not all and not none.
 TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
