@@ -47,20 +47,19 @@ std::uint64_t count_balances(const PeerMessage& message) {
   return n;
 }
 
-// The balance to offer with a key's entries (Limiter::offered_balance), or
-// nullopt for none.
-using BalanceOf =
-    std::function<std::optional<std::int64_t>(std::string_view key, const Ledger::KeyState&)>;
+// What rides with a key's entries (Limiter::key_news): the balance to offer
+// and the age of the news.
+using NewsOf = std::function<Limiter::KeyNews(std::string_view key, const Ledger::KeyState&)>;
 
 // Builds Counters payloads of at most `max_bytes`, interning origins per message.
 class CounterPacker {
  public:
   CounterPacker(const Ledger& ledger, PeerMessage base, std::size_t max_bytes,
-                BalanceOf balance_of = nullptr)
+                NewsOf news_of = nullptr)
       : ledger_(ledger),
         base_(std::move(base)),
         max_bytes_(max_bytes),
-        balance_of_(std::move(balance_of)) {
+        news_of_(std::move(news_of)) {
     start();
   }
 
@@ -92,9 +91,10 @@ class CounterPacker {
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
     std::size_t added = 0;
     std::size_t entries_added = 0;
+    const Limiter::KeyNews news = news_of_ ? news_of_(key, state) : Limiter::KeyNews{};
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
       if (!wanted(e)) return;
-      append(key, e, reset);
+      append(key, e, reset, news.age_ms);
       ++added;
       if (reset == nullptr) ++entries_added;
     });
@@ -102,15 +102,15 @@ class CounterPacker {
     if (fits()) {
       // The balance rides on the last entry: with no floors after it (a key
       // with floors offers none anyway: Limiter::offered_balance).
-      if (entries_added == state.entries.size() && added == entries_added) {
-        offer_balance(key, state);
+      if (entries_added == state.entries.size() && added == entries_added && news.balance) {
+        offer_balance(*news.balance);
       }
       return true;
     }
     // Undo and retry in a fresh payload.
     undo(mark, origins_mark);
     if (before <= base_bytes_) {
-      split(key, state, wanted);
+      split(key, state, wanted, news.age_ms);
       return true;
     }
     if (!may_open) return false;
@@ -161,8 +161,10 @@ class CounterPacker {
     }
   }
 
-  // Appends an entry of `key`, or with `reset` one of that reset's floors.
-  void append(std::string_view key, const Ledger::Entry& e, const Ledger::Reset* reset) {
+  // Appends an entry of `key` (with the key's news age), or with `reset`
+  // one of that reset's floors.
+  void append(std::string_view key, const Ledger::Entry& e, const Ledger::Reset* reset,
+              std::uint32_t age_ms) {
     auto* entry = counters()->add_entries();
     entry->set_key(key.data(), key.size());
     entry->set_origin(local_origin(e.origin));
@@ -171,19 +173,18 @@ class CounterPacker {
     if (reset != nullptr) {
       entry->set_reset_epoch(reset->epoch);
       entry->set_reset_floors(reset->floor_count);
+    } else if (age_ms > 0) {
+      entry->set_age_ms(age_ms);
     }
     counters_bytes_ += field_bytes(entry->ByteSizeLong());
   }
 
   // All of `key`'s entries were just appended, contiguous and last: the
   // balance rides on the last one (peer.proto), if it still fits.
-  void offer_balance(std::string_view key, const Ledger::KeyState& state) {
-    if (!balance_of_) return;
-    const std::optional<std::int64_t> balance = balance_of_(key, state);
-    if (!balance) return;
+  void offer_balance(std::int64_t balance) {
     auto* last = counters()->mutable_entries(counters()->entries_size() - 1);
     const std::size_t without = field_bytes(last->ByteSizeLong());
-    last->set_balance(*balance);
+    last->set_balance(balance);
     const std::size_t with = field_bytes(last->ByteSizeLong());
     counters_bytes_ += with - without;
     if (fits()) return;
@@ -209,17 +210,18 @@ class CounterPacker {
   // Adds the entries of `key` one by one, opening payloads as they fill. An
   // entry too large for an empty payload is left out.
   template <typename Wanted>
-  void split(std::string_view key, const Ledger::KeyState& state, const Wanted& wanted) {
+  void split(std::string_view key, const Ledger::KeyState& state, const Wanted& wanted,
+             std::uint32_t age_ms) {
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
       if (!wanted(e)) return;
       const std::size_t mark = entries();
       const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
-      append(key, e, reset);
+      append(key, e, reset, age_ms);
       if (fits()) return;
       undo(mark, origins_mark);
       if (mark == 0) return;
       finish();
-      append(key, e, reset);
+      append(key, e, reset, age_ms);
       if (!fits()) undo(0, 0);
     });
   }
@@ -256,7 +258,7 @@ class CounterPacker {
   std::size_t counters_bytes_ = 0;  // content of current_'s counters field
   std::unordered_map<std::string, std::uint32_t> origin_slots_;
   std::vector<PeerMessage> done_;
-  BalanceOf balance_of_;
+  NewsOf news_of_;
 };
 
 }  // namespace
@@ -280,9 +282,9 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
         return arena_options;
       }()) {}
 
-BalanceOf ClusterNode::balance_of(TimeUs now) const {
+NewsOf ClusterNode::news_of(TimeUs now) const {
   return [this, now](std::string_view key, const Ledger::KeyState& state) {
-    return limiter_.offered_balance(key, state, now);
+    return limiter_.key_news(key, state, now);
   };
 }
 
@@ -479,8 +481,9 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
       }
       continue;
     }
-    const std::uint64_t increase =
-        limiter_.merge_remote(entry.key(), origin, entry.incarnation(), entry.consumed(), now);
+    const std::uint64_t increase = limiter_.merge_remote(
+        entry.key(), origin, entry.incarnation(), entry.consumed(), now,
+        static_cast<TimeUs>(entry.age_ms()) * 1000);
     if (increase > 0) {
       ++stats_.entries_applied;
       stats_.tokens_charged_remote += increase;
@@ -505,7 +508,7 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
   const Ledger& ledger = limiter_.ledger();
   OutMessage base;
   base.message.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base.message, counter_budget(), balance_of(now));
+  CounterPacker packer(ledger, base.message, counter_budget(), news_of(now));
   const auto& entries = counters.entries();
   for (int run = 0; run < entries.size();) {
     const std::string_view key = entries[run].key();
@@ -586,19 +589,19 @@ namespace {
 class RoutedPackers {
  public:
   // `base` as CounterPacker's (the cluster name set, for the size).
-  RoutedPackers(const Ledger& ledger, PeerMessage base, std::size_t budget, BalanceOf balance_of,
+  RoutedPackers(const Ledger& ledger, PeerMessage base, std::size_t budget, NewsOf news_of,
                 std::uint32_t max_packets)
       : ledger_(ledger),
         base_(std::move(base)),
         budget_(budget),
-        balance_of_(std::move(balance_of)),
+        news_of_(std::move(news_of)),
         max_packets_(max_packets) {}
   // Adds `which` entries of `key` for `to`; false if its payloads are full.
   bool add(const Member* to, std::string_view key, const Ledger::KeyState& state,
            CounterPacker::Entries which) {
     auto it = packers_.find(to);
     if (it == packers_.end()) {
-      it = packers_.try_emplace(to, ledger_, base_, budget_, balance_of_).first;
+      it = packers_.try_emplace(to, ledger_, base_, budget_, news_of_).first;
       order_.push_back(to);
     }
     CounterPacker& packer = it->second;
@@ -617,7 +620,7 @@ class RoutedPackers {
   const Ledger& ledger_;
   PeerMessage base_;
   std::size_t budget_;
-  BalanceOf balance_of_;
+  NewsOf news_of_;
   std::uint32_t max_packets_;
   std::unordered_map<const Member*, CounterPacker> packers_;
   std::vector<const Member*> order_;
@@ -650,8 +653,8 @@ void ClusterNode::gossip_round(TimeUs now) {
   // Newest changes first; what does not fit in this round's packets waits.
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
-  RoutedPackers routed_out(ledger, base, counter_budget(), balance_of(now),
+  CounterPacker packer(ledger, base, counter_budget(), news_of(now));
+  RoutedPackers routed_out(ledger, base, counter_budget(), news_of(now),
                            options_.max_packets_per_round);
   // Sends a routed key's changes: ours to its owners; as an owner, the
   // changes to its other origins and owners, and the whole key to an origin
@@ -754,10 +757,10 @@ void ClusterNode::anti_entropy(TimeUs now) {
   Ledger& ledger = limiter_.ledger();
   PeerMessage base;
   base.set_cluster(options_.cluster_name);
-  CounterPacker packer(ledger, base, counter_budget(), balance_of(now));
+  CounterPacker packer(ledger, base, counter_budget(), news_of(now));
   // Routed keys go to their first owner other than us (a payload each may
   // hold many keys of that owner's).
-  RoutedPackers routed_out(ledger, base, counter_budget(), balance_of(now), UINT32_MAX);
+  RoutedPackers routed_out(ledger, base, counter_budget(), news_of(now), UINT32_MAX);
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,

@@ -182,8 +182,9 @@ class ClusterNode {
   void emit(std::string address, std::string payload);
   // Bytes of a payload that counters may fill.
   std::size_t counter_budget() const;
-  // Offers each packed key's balance as of `now` (Limiter::offered_balance).
-  std::function<std::optional<std::int64_t>(std::string_view, const Ledger::KeyState&)> balance_of(
+  // What rides with each packed key's entries as of `now` (Limiter::key_news:
+  // its balance, the age of its news).
+  std::function<Limiter::KeyNews(std::string_view, const Ledger::KeyState&)> news_of(
       TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);

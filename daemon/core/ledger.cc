@@ -249,10 +249,12 @@ void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
   own.consumed += cost;
   touch(key, state, own, now);
+  state.consumed_at_us = std::max(state.consumed_at_us, now);
 }
 
 Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
-                             std::uint64_t consumed, TimeUs now) {
+                             std::uint64_t consumed, TimeUs now, TimeUs consumed_at) {
+  assert(consumed_at <= now);
   assert(origin < origins_.size());
   auto it = keys_.find(key);
   if (it != keys_.end()) {
@@ -266,6 +268,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       const std::uint64_t charged_to = std::max(e.consumed, floor_of(state, origin, incarnation));
       e.consumed = consumed;
       touch(it->first, it->second, e, now);
+      state.consumed_at_us = std::max(state.consumed_at_us, consumed_at);
       return {increase, consumed > charged_to ? consumed - charged_to : 0, 0};
     }
   }
@@ -286,6 +289,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
   entries.push_back(
       {.origin = origin, .newcomer = true, .incarnation = incarnation, .consumed = consumed});
   touch(it->first, it->second, entries.back(), now);
+  it->second.consumed_at_us = std::max(it->second.consumed_at_us, consumed_at);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.
   const std::uint64_t chargeable = consumed > floor ? consumed - floor : 0;

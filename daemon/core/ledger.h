@@ -78,15 +78,19 @@ class Ledger {
     std::unique_ptr<Reset> pending;     // a newer reset whose floors are not all here yet
     std::unique_ptr<FairShare> share;   // this node's share, once it checked the key
     TimeUs changed_us = 0;              // last time any entry grew (our clock)
+    // When the newest consumption of the key this node knows of happened, on
+    // our clock: our own charge's time, or a peer's news less the age it
+    // came with (peer.proto, CounterEntry.age_ms). 0: none yet.
+    TimeUs consumed_at_us = 0;
     std::int32_t own = -1;              // index of our own entry, -1 none
     std::uint16_t sends_left = 0;       // at least the most any of its entries has left
     bool queued = false;                // in the changed list
-    std::uint64_t history_charged = 0;  // history charged so far (charge_for)
-    std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
     // Some increase of these entries was not charged to the key's bucket (no
     // bucket could be made, no rule here, or the key was reset): the bucket's
     // balance does not answer for these entries and is never offered to peers.
     bool uncharged = false;
+    std::uint64_t history_charged = 0;  // history charged so far (charge_for)
+    std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
   };
   // What one merge did.
   struct Merged {
@@ -128,8 +132,15 @@ class Ledger {
   // Merges an absolute value; returns by how much it raised what we knew (0
   // for old news or a duplicate) and how much of that is history. Our own
   // current entries are never raised by peers (they only echo what we sent).
+  // `consumed_at` (<= now): when the news says the key's newest consumption
+  // happened (KeyState::consumed_at_us).
   Merged merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
-               std::uint64_t consumed, TimeUs now);
+               std::uint64_t consumed, TimeUs now, TimeUs consumed_at);
+  // News without an age: consumed when learned.
+  Merged merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
+               std::uint64_t consumed, TimeUs now) {
+    return merge(key, origin, incarnation, consumed, now, now);
+  }
 
   // Merges floor `consumed` of (`origin`, `incarnation`) of the reset `epoch`
   // of `key`, which has `floor_count` floors in all. A newer epoch replaces

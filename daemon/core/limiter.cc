@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <unordered_map>
@@ -956,7 +957,15 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::string_view origi
 
 std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_index,
                                     std::uint64_t incarnation, std::uint64_t consumed, TimeUs now) {
-  const Ledger::Merged merged = ledger_.merge(key, origin_index, incarnation, consumed, now);
+  return merge_remote(key, origin_index, incarnation, consumed, now, 0);
+}
+
+std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_index,
+                                    std::uint64_t incarnation, std::uint64_t consumed, TimeUs now,
+                                    TimeUs age_us) {
+  const TimeUs consumed_at = now - std::max<TimeUs>(0, age_us);
+  const Ledger::Merged merged =
+      ledger_.merge(key, origin_index, incarnation, consumed, now, consumed_at);
   const std::uint64_t increase = merged.increase;
   if (increase == 0) return 0;
   ++stats_.remote_increases;
@@ -975,7 +984,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
   // burst per key. Asked only now that there is a state to charge it to.
   const std::uint64_t owed =
       ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
-  charge_target(key, *target, *limit, owed, now);
+  charge_target(key, *target, *limit, owed, now, consumed_at);
   return increase;
 }
 
@@ -1010,11 +1019,17 @@ std::optional<Limiter::RemoteTarget> Limiter::remote_target(std::string_view key
 }
 
 void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
-                            const CompiledLimit& limit, std::uint64_t owed, TimeUs now) {
+                            const CompiledLimit& limit, std::uint64_t owed, TimeUs now,
+                            TimeUs consumed_at) {
   if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
   const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
   if (target.state != nullptr) {
-    charge_remote_state(*target.state, limit.params, charge, now);
+    // A log frees a slot a period after it was taken: logged when learned,
+    // a peer's slot would free a news horizon late, after a burst a period
+    // on has ended (docs/cluster.md, "The age of news"). The other
+    // algorithms charge now: their balances do not remember when.
+    const bool timed = limit.algorithm == Algorithm::kSlidingLog;
+    charge_remote_state(*target.state, limit.params, charge, timed ? consumed_at : now);
   } else if (limit.token_bucket()) {
     TokenBucket& bucket = target.cell->as<TokenBucket>();
     bucket.charge(charge);
@@ -1051,17 +1066,39 @@ Ledger::FloorMerge Limiter::merge_reset_floor(std::string_view key, std::uint32_
           : 0;
   if (owed == 0) return merged;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
-  if (target) charge_target(key, *target, *limit, owed, now);
+  if (target) charge_target(key, *target, *limit, owed, now, now);
   return merged;
 }
 
 std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
                                                      const Ledger::KeyState& state, TimeUs now) {
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  return offered_balance(key, limit ? &*limit : nullptr, state, now);
+}
+
+Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState& state,
+                                   TimeUs now) {
+  const std::optional<CompiledLimit> limit = limit_for_key(key);
+  KeyNews news;
+  news.balance = offered_balance(key, limit ? &*limit : nullptr, state, now);
+  if (limit && limit->algorithm == Algorithm::kSlidingLog && state.consumed_at_us > 0) {
+    // Rounded down: the receiver takes the news for newer than it is, so
+    // the slot frees later than it did (conservative).
+    const TimeUs age_ms = std::max<TimeUs>(0, now - state.consumed_at_us) / 1000;
+    news.age_ms = static_cast<std::uint32_t>(
+        std::min<TimeUs>(age_ms, std::numeric_limits<std::uint32_t>::max()));
+  }
+  return news;
+}
+
+std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
+                                                     const CompiledLimit* limit,
+                                                     const Ledger::KeyState& state, TimeUs now) {
   // A reset key's state answers for its entries above their floors, which a
   // peer with another reset (or none yet) would misread: no balances.
   if (state.uncharged || state.reset || state.pending) return std::nullopt;
-  const std::optional<CompiledLimit> limit = limit_for_key(key);
-  if (!limit || !limit->token_bucket() || (limit->options != nullptr && limit->options->local)) {
+  if (limit == nullptr || !limit->token_bucket() ||
+      (limit->options != nullptr && limit->options->local)) {
     return std::nullopt;
   }
   // No bucket: it was evicted full (the sweep takes only full ones), and a

@@ -271,6 +271,17 @@ class Limiter {
   // charged with every increase of `state`'s entries.
   std::optional<std::int64_t> offered_balance(std::string_view key, const Ledger::KeyState& state,
                                               TimeUs now);
+  // What rides with a key's entries in a payload besides its counters.
+  struct KeyNews {
+    std::optional<std::int64_t> balance;  // offered_balance
+    // How long before `now` (ms, rounded down) the newest consumption of the
+    // key this node knows of happened (Ledger::KeyState::consumed_at_us), for
+    // a key whose limit is a sliding log: a receiver logs the news at the
+    // time it happened, not when it arrived (docs/cluster.md, "The age of
+    // news"). 0: now, or not sent (other algorithms do not use it).
+    std::uint32_t age_ms = 0;
+  };
+  KeyNews key_news(std::string_view key, const Ledger::KeyState& state, TimeUs now);
   // A peer offered `balance` for `key` together with entries that sum to
   // `offered_consumed`, all of them merged here already. Raises the bucket
   // (never lowers it) to `balance` less what our entries for the key hold
@@ -281,6 +292,11 @@ class Limiter {
   // kNoOrigin): a payload's entries share a few origins, interned once each.
   std::uint64_t merge_remote(std::string_view key, std::uint32_t origin_index,
                              std::uint64_t incarnation, std::uint64_t consumed, TimeUs now);
+  // The same for news whose sender says the key's newest consumption it
+  // knew of happened `age_us` before now (KeyNews::age_ms).
+  std::uint64_t merge_remote(std::string_view key, std::uint32_t origin_index,
+                             std::uint64_t incarnation, std::uint64_t consumed, TimeUs now,
+                             TimeUs age_us);
   // Merges a peer's floor of the reset `epoch` of `key` (Ledger::merge_floor,
   // origin interned); when that completes the reset, resets the key's state
   // and charges it with what its entries hold above their floors, at most a
@@ -347,9 +363,12 @@ class Limiter {
   std::optional<RemoteTarget> remote_target(std::string_view key, const CompiledLimit& limit,
                                             TimeUs now);
   // Charges `owed` (capped at kMaxTokens; a cap or a saturated bucket marks
-  // the key uncharged) into `target`.
+  // the key uncharged) into `target`; a sliding log logs it at
+  // `consumed_at` (<= now), when the news says it happened.
   void charge_target(std::string_view key, const RemoteTarget& target, const CompiledLimit& limit,
-                     std::uint64_t owed, TimeUs now);
+                     std::uint64_t owed, TimeUs now, TimeUs consumed_at);
+  std::optional<std::int64_t> offered_balance(std::string_view key, const CompiledLimit* limit,
+                                              const Ledger::KeyState& state, TimeUs now);
   // Validates the check, applies exemptions and fills pending_ with the
   // keys the check touches. False when `out` is already the answer.
   // kCounted: count what it decides (exempt, unmatched, invalid) in stats_;

@@ -44,6 +44,24 @@ TEST(LedgerTest, FirstSightOfAnEntryOlderThanUsIsHistory) {
   EXPECT_EQ(m.history, 30u);
 }
 
+// When the key's newest consumption happened: our own charges' time, a
+// peer's news less its age; never moved back by older news.
+TEST(LedgerTest, AKeyRemembersWhenItsNewestConsumptionHappened) {
+  Ledger ledger = started_at(kOurIncarnation);
+  const std::uint32_t a = ledger.intern_origin("a");
+  ledger.merge("k", a, kOurIncarnation + 1, 5, 1'000, 900);
+  ASSERT_NE(ledger.find("k"), nullptr);
+  EXPECT_EQ(ledger.find("k")->consumed_at_us, 900);
+  ledger.merge("k", a, kOurIncarnation + 1, 6, 2'000, 500);  // older: kept
+  EXPECT_EQ(ledger.find("k")->consumed_at_us, 900);
+  ledger.merge("k", a, kOurIncarnation + 1, 6, 3'000, 2'900);  // no increase: no news
+  EXPECT_EQ(ledger.find("k")->consumed_at_us, 900);
+  ledger.merge("k", a, kOurIncarnation + 1, 7, 3'000);  // no age: when learned
+  EXPECT_EQ(ledger.find("k")->consumed_at_us, 3'000);
+  ledger.add_local("k", 1, 4'000);
+  EXPECT_EQ(ledger.find("k")->consumed_at_us, 4'000);
+}
+
 TEST(LedgerTest, HistoryIsChargedUpToTheCapPerKeyInTotalAndTheRestCounted) {
   Ledger ledger = started_at(kOurIncarnation);
   const std::uint32_t a = ledger.intern_origin("a");

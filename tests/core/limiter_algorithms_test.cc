@@ -413,6 +413,40 @@ TEST(LimiterAlgorithmsTest, RemoteConsumptionChargesEveryReplicatedAlgorithm) {
   }
 }
 
+// A sliding log's news carries its age, and a receiver logs it when it
+// happened: a period after the peer's consumption its slots are free, not a
+// period after the news arrived. Other algorithms send no age.
+TEST(LimiterAlgorithmsTest, ASlidingLogLogsAPeersConsumptionWhenItHappened) {
+  for (const TimeUs age_us : {TimeUs{0}, TimeUs{30'000}}) {
+    SCOPED_TRACE(age_us);
+    Limiter a = limiter_of({rule_of("r", Algorithm::kSlidingLog, 10, kSecond, 10)});
+    Limiter b = limiter_of({rule_of("r", Algorithm::kSlidingLog, 10, kSecond, 10)});
+    a.enable_replication("a", 1, 0);
+    b.enable_replication("b", 1, 0);
+    Caller alice;
+    EXPECT_EQ(alice.allowed_of(a, kStart, 7), 7);
+    const std::string key(alice.check(a, kStart, 0, CheckMode::kPeek).rules[0].key);
+    const TimeUs learned = kStart + 30'000;
+    // 30.9 ms is 30 ms, rounded down: the news looks newer than it is.
+    EXPECT_EQ(a.key_news(key, *a.ledger().find(key), learned + 900).age_ms, 30u);
+    const std::uint32_t origin = b.ledger().intern_origin("a");
+    EXPECT_EQ(b.merge_remote(key, origin, 1, 7, learned, age_us), 7u);
+    EXPECT_EQ(b.ledger().find(key)->consumed_at_us, learned - age_us);
+    // b passes the news on with its age grown by the time since.
+    EXPECT_EQ(b.key_news(key, *b.ledger().find(key), learned + 10'000).age_ms,
+              static_cast<std::uint32_t>((age_us + 10'000) / 1000));
+    // Just over a period after the consumption: with the age, all 10 slots
+    // are free; without it the 7 are logged 30 ms late and still held.
+    EXPECT_EQ(alice.allowed_of(b, kStart + kSecond + 1, 10), age_us > 0 ? 10 : 3);
+  }
+  Limiter bucket = limiter_of({rule_of("r", Algorithm::kTokenBucket, 10, kSecond, 10)});
+  bucket.enable_replication("a", 1, 0);
+  Caller alice;
+  EXPECT_EQ(alice.allowed_of(bucket, kStart, 7), 7);
+  const std::string key(alice.check(bucket, kStart, 0, CheckMode::kPeek).rules[0].key);
+  EXPECT_EQ(bucket.key_news(key, *bucket.ledger().find(key), kStart + 30'000).age_ms, 0u);
+}
+
 TEST(LimiterAlgorithmsTest, LocalRulesNeitherSendNorTakeConsumption) {
   AlgorithmOptions local;
   local.local = true;

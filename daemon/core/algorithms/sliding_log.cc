@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 
 namespace rlimit::core::algorithms {
 namespace {
@@ -138,8 +139,29 @@ Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost,
 }
 
 void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t amount,
-                               TimeUs now) {
-  log_units(state, params, amount, now);
+                               TimeUs at) {
+  const Log entries = log(state);
+  if (entries.empty() || entries.back().at_us <= at) {
+    log_units(state, params, amount, at);
+    return;
+  }
+  // Before the newest entry: in its place, so the log stays sorted (an
+  // entry already out of the window at `at` is dropped at the next expiry).
+  amount = std::min(amount, kMaxUnits - state.total);
+  if (amount <= 0) return;
+  state.total += amount;
+  std::vector<Entry>& b = state.buffer;
+  const auto first = b.begin() + state.head;
+  const auto it =
+      std::upper_bound(first, b.end(), at, [](TimeUs t, const Entry& e) { return t < e.at_us; });
+  if (it != first && std::prev(it)->at_us == at) {
+    std::prev(it)->units += amount;
+    return;
+  }
+  b.insert(it, Entry{at, amount});
+  while (static_cast<std::int64_t>(b.size() - state.head) > params.max_entries) {
+    coalesce_once(state);
+  }
 }
 
 bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {

@@ -63,8 +63,11 @@ struct SlidingLog {
   // Logs `cost` at now (at the newest entry's time if the clock went back,
   // so the log stays sorted and conservative) and drops expired entries.
   static Ticket commit(State& state, const Params& params, std::int64_t cost, TimeUs now);
-  // Logs remote consumption at the time it is learned.
-  static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);
+  // Logs remote consumption at `at`, when it happened (the Limiter passes
+  // the time the news says, docs/cluster.md "The age of news"; the time it
+  // learned it when the news has no age), in its place in the log. An
+  // entry already out of the window is dropped at the next expiry.
+  static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs at);
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 
   // Units logged in (now - period_us, now] (entries the clock has not reached

@@ -164,6 +164,35 @@ TEST(SlidingLogTest, RemoteConsumptionIsLoggedWhenLearned) {
   EXPECT_TRUE(SlidingLog::evaluate(s, p, 10, 1'200'000).allowed);
 }
 
+// A peer's consumption whose news came late is logged when it happened: in
+// its place before newer entries, so its slot frees a period after it was
+// taken, not a period after it was learned.
+TEST(SlidingLogTest, RemoteConsumptionIsLoggedWhenItHappened) {
+  const SlidingLog::Params p{10, kUsPerSecond, 10};
+  SlidingLog::State s = SlidingLog::fresh(p, 0);
+  SlidingLog::commit(s, p, 2, 100'000);
+  SlidingLog::commit(s, p, 1, 300'000);
+  SlidingLog::charge_remote(s, p, 4, 50'000);   // before both
+  SlidingLog::charge_remote(s, p, 3, 200'000);  // between them
+  SlidingLog::charge_remote(s, p, 1, 100'000);  // at an entry's time: joins it
+  EXPECT_EQ(log_of(s), (std::vector<Entry>{{50'000, 4}, {100'000, 3}, {200'000, 3}, {300'000, 1}}));
+  EXPECT_EQ(SlidingLog::units_in_window(s, p, 300'000), 11);
+  // The early slots free first: at 1.05 s the 4 from 50 ms have left.
+  EXPECT_EQ(SlidingLog::units_in_window(s, p, 1'050'000), 7);
+  EXPECT_TRUE(SlidingLog::evaluate(s, p, 3, 1'050'000).allowed);
+  EXPECT_FALSE(SlidingLog::evaluate(s, p, 4, 1'050'000).allowed);
+  // News from before the window counts for nothing once the clock is past it.
+  SlidingLog::charge_remote(s, p, 5, -2 * kUsPerSecond);
+  EXPECT_EQ(SlidingLog::units_in_window(s, p, 300'000), 11);
+  // At the bound the cheapest neighbours still coalesce forward.
+  const SlidingLog::Params two{10, kUsPerSecond, 2};
+  SlidingLog::State b = SlidingLog::fresh(two, 0);
+  SlidingLog::commit(b, two, 1, 100'000);
+  SlidingLog::commit(b, two, 1, 500'000);
+  SlidingLog::charge_remote(b, two, 1, 90'000);
+  EXPECT_EQ(log_of(b), (std::vector<Entry>{{100'000, 2}, {500'000, 1}}));
+}
+
 TEST(SlidingLogTest, ClockSteppingBackStampsAtTheNewestTime) {
   const SlidingLog::Params p{3, kUsPerSecond, 8};
   SlidingLog::State s = SlidingLog::fresh(p, 0);
