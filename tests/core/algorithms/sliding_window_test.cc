@@ -22,7 +22,7 @@ constexpr std::int64_t kMinute = 60 * kUsPerSecond;
 // previous minute's weight has fallen enough.
 TEST(SlidingWindowTest, CloudflareExample) {
   const SlidingWindow::Params p{50, kMinute};
-  const SlidingWindow::State s{1, 42, 18};
+  const SlidingWindow::State s{.window = 1, .previous = 42, .overshoot_steps = 0, .current = 18};
   const TimeUs now = kMinute + 15 * kUsPerSecond;
   const Verdict peek = SlidingWindow::evaluate(s, p, 0, now);
   EXPECT_TRUE(peek.allowed);
@@ -180,9 +180,98 @@ TEST(SlidingWindowTest, DebtIsCarriedAndRepaid) {
   EXPECT_EQ(v.reset_after_us, 4 * kUsPerSecond);
 }
 
+// Late news puts the estimate above the limit while the count is below it:
+// the excess moves from the previous window into the next one's count, so it
+// weighs fully there instead of 1 - e.
+TEST(SlidingWindowTest, AnOvershootOnNewsIsCarriedIntoTheNextWindow) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 100, 0);
+  // At 1.5 s: 100 * 0.5 of the previous window counts; 40 fit and are taken.
+  ASSERT_TRUE(SlidingWindow::evaluate(s, p, 40, 1'500'000).allowed);
+  SlidingWindow::commit(s, p, 40, 1'500'000);
+  // News of 30 more at 1.6 s: 100 * 0.4 + 70 = 110, 10 over.
+  SlidingWindow::charge_remote(s, p, 30, 1'600'000);
+  EXPECT_EQ(s.overshoot_steps, 10);
+  EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, 1'600'000).allowed);
+  // News that leaves the estimate within the limit notes nothing more.
+  SlidingWindow::charge_remote(s, p, 0, 1'900'000);
+  EXPECT_EQ(s.overshoot_steps, 10);
+  const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.previous, 60);
+  EXPECT_EQ(next.current, 10);
+  EXPECT_EQ(next.overshoot_steps, 0);
+  // Two windows on, it has been counted as an ordinary count.
+  const SlidingWindow::State later = SlidingWindow::at(s, p, 3 * kUsPerSecond);
+  EXPECT_EQ(later.previous, 10);
+  EXPECT_EQ(later.current, 0);
+  // Without the overshoot the next window would have had 70 and 0: at 2.5 s
+  // room for 65, with it for 60.
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 2'500'000).remaining, 60);
+}
+
+// Admitted again after the overshoot (demand went on pressing, and the
+// estimate, holding the excess, held it back), or news admitted within the
+// limit after it: the window's own refusals repaid it, nothing is carried.
+TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  for (const bool own : {true, false}) {
+    SCOPED_TRACE(own);
+    SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+    SlidingWindow::commit(s, p, 100, 0);
+    SlidingWindow::commit(s, p, 40, 1'500'000);
+    SlidingWindow::charge_remote(s, p, 30, 1'600'000);  // 10 over
+    ASSERT_EQ(s.overshoot_steps, 10);
+    // Refused until 1.7 s; at 1.99 s 100 * 0.01 + 70 leaves room for 29.
+    EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, 1'699'999).allowed);
+    ASSERT_TRUE(SlidingWindow::evaluate(s, p, 29, 1'990'000).allowed);
+    if (own) {
+      SlidingWindow::commit(s, p, 29, 1'990'000);
+    } else {
+      SlidingWindow::charge_remote(s, p, 29, 1'990'000);
+    }
+    EXPECT_EQ(s.overshoot_steps, 0);
+    const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+    EXPECT_EQ(next.previous, 99);
+    EXPECT_EQ(next.current, 0);
+  }
+}
+
+// An overshoot is carried only as far as the window left room under the
+// limit: the rest of it is in the count already.
+TEST(SlidingWindowTest, AnOvershootIsCarriedOnlyAsFarAsTheWindowLeftRoom) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 100, 0);
+  SlidingWindow::commit(s, p, 40, 1'500'000);
+  SlidingWindow::charge_remote(s, p, 55, 1'600'000);  // 100 * 0.4 + 95: 35 over
+  ASSERT_EQ(s.overshoot_steps, 35);
+  const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.previous, 90);
+  EXPECT_EQ(next.current, 5);
+}
+
+TEST(SlidingWindowTest, AnOvershootAboveTheLimitsStepsIsRoundedUpThenDown) {
+  const SlidingWindow::Params p{1'000'000, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 1'000'000, 0);
+  SlidingWindow::commit(s, p, 400'000, 1'500'000);
+  SlidingWindow::charge_remote(s, p, 101'234, 1'500'000);  // 500,000 + 501,234: 1,234 over
+  // ceil(1234 * 2047 / 10^6) = 3 steps, carried as floor(3 * 10^6 / 2047).
+  EXPECT_EQ(s.overshoot_steps, 3);
+  const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.current, 1'465);
+  EXPECT_EQ(next.previous, 501'234 - 1'465);
+  // At most the limit is stored; a count above the limit is carried as ever.
+  SlidingWindow::State big = SlidingWindow::fresh(p, 0);
+  SlidingWindow::charge_remote(big, p, 5'000'000, 0);
+  EXPECT_EQ(big.overshoot_steps, SlidingWindow::kOvershootSteps);
+  EXPECT_EQ(SlidingWindow::at(big, p, kUsPerSecond).current, 4'000'000);
+}
+
 TEST(SlidingWindowTest, ClockSteppingBackWeighsThePreviousWindowFully) {
   const SlidingWindow::Params p{10, kUsPerSecond};
-  SlidingWindow::State s{5, 10, 0};
+  SlidingWindow::State s{.window = 5, .previous = 10, .overshoot_steps = 0, .current = 0};
   // At 5.9 s, 10 * 0.1 = 1 of the previous window still counts.
   EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 5'900'000).remaining, 9);
   // Back to 4.5 s (before the state's window): counted as 5.0 s, all of it.
