@@ -1026,7 +1026,7 @@ void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
   if (target.state != nullptr) {
     // A log frees a slot a period after it was taken: logged when learned,
     // a peer's slot would free a news horizon late, after a burst a period
-    // on has ended (docs/cluster.md, "The age of news"). The other
+    // on has ended (docs/cluster.md, "The age of news"). The bucket-like
     // algorithms charge now: their balances do not remember when.
     const bool timed = limit.algorithm == Algorithm::kSlidingLog;
     charge_remote_state(*target.state, limit.params, charge, timed ? consumed_at : now);
@@ -1035,7 +1035,10 @@ void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
     bucket.charge(charge);
     if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
   } else {
-    charge_remote_cell(*target.cell, limit.params, charge, now);
+    // A sliding window charges the news in the window it happened in (while
+    // its state is not past it) and measures the overshoot as of then.
+    const bool timed = limit.algorithm == Algorithm::kSlidingWindow;
+    charge_remote_cell(*target.cell, limit.params, charge, timed ? consumed_at : now);
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
 }
@@ -1081,7 +1084,10 @@ Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState&
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   KeyNews news;
   news.balance = offered_balance(key, limit ? &*limit : nullptr, state, now);
-  if (limit && limit->algorithm == Algorithm::kSlidingLog && state.consumed_at_us > 0) {
+  if (limit &&
+      (limit->algorithm == Algorithm::kSlidingLog ||
+       limit->algorithm == Algorithm::kSlidingWindow) &&
+      state.consumed_at_us > 0) {
     // Rounded down: the receiver takes the news for newer than it is, so
     // the slot frees later than it did (conservative).
     const TimeUs age_ms = std::max<TimeUs>(0, now - state.consumed_at_us) / 1000;

@@ -276,9 +276,10 @@ class Limiter {
     std::optional<std::int64_t> balance;  // offered_balance
     // How long before `now` (ms, rounded down) the newest consumption of the
     // key this node knows of happened (Ledger::KeyState::consumed_at_us), for
-    // a key whose limit is a sliding log: a receiver logs the news at the
-    // time it happened, not when it arrived (docs/cluster.md, "The age of
-    // news"). 0: now, or not sent (other algorithms do not use it).
+    // a key whose limit is a sliding log or window: a receiver charges the
+    // news at the time it happened, not when it arrived (docs/cluster.md,
+    // "The age of news"). 0: now, or not sent (other algorithms do not use
+    // it).
     std::uint32_t age_ms = 0;
   };
   KeyNews key_news(std::string_view key, const Ledger::KeyState& state, TimeUs now);

@@ -179,8 +179,9 @@ void SlidingWindow::charge_remote(State& state, const Params& params, std::int64
   state.current = std::min(state.current + amount, kMaxCount);
   // The estimate's excess over the limit now, to the nearest unit.
   const i128 period = params.period_us;
-  const i128 offset =
-      std::clamp<i128>(now - static_cast<i128>(state.window) * period, 0, period);
+  const i128 raw_offset = now - static_cast<i128>(state.window) * period;
+  if (raw_offset < 0) return;  // news from an earlier window, counted in this one
+  const i128 offset = std::min<i128>(raw_offset, period);
   const i128 excess = static_cast<i128>(state.previous) * (period - offset) +
                       static_cast<i128>(state.current) * period -
                       static_cast<i128>(params.limit) * period;

@@ -72,8 +72,11 @@ struct SlidingWindow {
   // are 0.
   static Verdict evaluate(const State& state, const Params& params, std::int64_t cost, TimeUs now);
   static Ticket commit(State& state, const Params& params, std::int64_t cost, TimeUs now);
-  // Counts remote consumption in now's window and notes the overshoot it
-  // reveals (above).
+  // Counts remote consumption that happened at `now` (the Limiter passes
+  // the time the news says: docs/cluster.md, "The age of news") in its
+  // window, or in the state's if that is later, and notes the overshoot it
+  // reveals as of then (above); news from before the state's window notes
+  // nothing.
   static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 

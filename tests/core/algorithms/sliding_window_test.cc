@@ -237,6 +237,28 @@ TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
   }
 }
 
+// News is charged at the time it says the consumption happened (the
+// Limiter passes it: docs/cluster.md, "The age of news"): the overshoot is
+// the estimate's excess then; news from before the state's window counts in
+// it in full, and notes nothing.
+TEST(SlidingWindowTest, NewsIsMeasuredAtTheTimeItHappened) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 100, 0);
+  SlidingWindow::commit(s, p, 40, 1'500'000);
+  // 30 more that happened at 1.55 s: 100 * 0.45 + 70 = 115, 15 over then
+  // (at 1.6 s it would read 10).
+  SlidingWindow::charge_remote(s, p, 30, 1'550'000);
+  EXPECT_EQ(s.overshoot_steps, 15);
+  SlidingWindow::State later = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(later, p, 100, 0);
+  SlidingWindow::commit(later, p, 40, 1'500'000);
+  // News of 0.9 s, from the previous window: counted in this one, no note.
+  SlidingWindow::charge_remote(later, p, 30, 900'000);
+  EXPECT_EQ(later.current, 70);
+  EXPECT_EQ(later.overshoot_steps, 0);
+}
+
 // An overshoot is carried only as far as the window left room under the
 // limit: the rest of it is in the count already.
 TEST(SlidingWindowTest, AnOvershootIsCarriedOnlyAsFarAsTheWindowLeftRoom) {
