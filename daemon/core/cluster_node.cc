@@ -47,9 +47,10 @@ std::uint64_t count_balances(const PeerMessage& message) {
   return n;
 }
 
-// What rides with a key's entries (Limiter::key_news): the balance to offer
-// and the age of the news.
-using NewsOf = std::function<Limiter::KeyNews(std::string_view key, const Ledger::KeyState&)>;
+// What rides with a key's entries (Limiter::key_news): the age of the news,
+// and the balance to offer when `whole` (every entry is packed, no floor).
+using NewsOf =
+    std::function<Limiter::KeyNews(std::string_view key, const Ledger::KeyState&, bool whole)>;
 
 // Builds Counters payloads of at most `max_bytes`, interning origins per message.
 class CounterPacker {
@@ -89,22 +90,23 @@ class CounterPacker {
     const std::size_t before = size();
     const std::size_t mark = entries();
     const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
-    std::size_t added = 0;
-    std::size_t entries_added = 0;
-    const Limiter::KeyNews news = news_of_ ? news_of_(key, state) : Limiter::KeyNews{};
+    // Nothing to pack, or all of the key: every entry and no floor (a key
+    // with floors offers no balance anyway: Limiter::offered_balance).
+    std::size_t items = 0;
+    bool whole = true;
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
-      if (!wanted(e)) return;
-      append(key, e, reset, news.age_ms);
-      ++added;
-      if (reset == nullptr) ++entries_added;
+      const bool w = wanted(e);
+      items += w ? 1 : 0;
+      if (w == (reset != nullptr)) whole = false;
     });
-    if (added == 0) return true;
+    if (items == 0) return true;
+    const Limiter::KeyNews news = news_of_ ? news_of_(key, state, whole) : Limiter::KeyNews{};
+    for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
+      if (wanted(e)) append(key, e, reset, news.age_ms);
+    });
     if (fits()) {
-      // The balance rides on the last entry: with no floors after it (a key
-      // with floors offers none anyway: Limiter::offered_balance).
-      if (entries_added == state.entries.size() && added == entries_added && news.balance) {
-        offer_balance(*news.balance);
-      }
+      // The balance rides on the last entry.
+      if (news.balance) offer_balance(*news.balance);
       return true;
     }
     // Undo and retry in a fresh payload.
@@ -283,8 +285,8 @@ ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t
       }()) {}
 
 NewsOf ClusterNode::news_of(TimeUs now) const {
-  return [this, now](std::string_view key, const Ledger::KeyState& state) {
-    return limiter_.key_news(key, state, now);
+  return [this, now](std::string_view key, const Ledger::KeyState& state, bool whole) {
+    return limiter_.key_news(key, state, now, whole);
   };
 }
 

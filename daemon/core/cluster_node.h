@@ -184,7 +184,7 @@ class ClusterNode {
   std::size_t counter_budget() const;
   // What rides with each packed key's entries as of `now` (Limiter::key_news:
   // its balance, the age of its news).
-  std::function<Limiter::KeyNews(std::string_view, const Ledger::KeyState&)> news_of(
+  std::function<Limiter::KeyNews(std::string_view, const Ledger::KeyState&, bool)> news_of(
       TimeUs now) const;
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);

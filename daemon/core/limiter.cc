@@ -600,11 +600,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
   if (share.due(now)) {
     ShareInputs in;
     in.headroom = headroom;
-    in.refill = static_cast<std::int64_t>(
-        std::min<__int128>(static_cast<__int128>(p.params.limit) * share_view_.horizon_us /
-                               std::max<std::int64_t>(1, p.params.period_us),
-                           kMaxTokens));
-    if (!p.token_bucket) {
+    if (p.token_bucket) {
+      in.refill = static_cast<std::int64_t>(
+          std::min<__int128>(static_cast<__int128>(p.params.limit) * share_view_.horizon_us /
+                                 std::max<std::int64_t>(1, p.params.period_us),
+                             kMaxTokens));
+    } else {
       // What the algorithm would admit by the epoch's end if nothing more
       // were spent: a log or a window frees what it admitted a period ago,
       // which need not come back at the average rate.
@@ -984,7 +985,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
   // burst per key. Asked only now that there is a state to charge it to.
   const std::uint64_t owed =
       ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
-  charge_target(key, *target, *limit, owed, now, consumed_at);
+  charge_target(key, *target, *limit, owed, consumed_at);
   return increase;
 }
 
@@ -1019,26 +1020,17 @@ std::optional<Limiter::RemoteTarget> Limiter::remote_target(std::string_view key
 }
 
 void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
-                            const CompiledLimit& limit, std::uint64_t owed, TimeUs now,
-                            TimeUs consumed_at) {
+                            const CompiledLimit& limit, std::uint64_t owed, TimeUs consumed_at) {
   if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
   const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
   if (target.state != nullptr) {
-    // A log frees a slot a period after it was taken: logged when learned,
-    // a peer's slot would free a news horizon late, after a burst a period
-    // on has ended (docs/cluster.md, "The age of news"). The bucket-like
-    // algorithms charge now: their balances do not remember when.
-    const bool timed = limit.algorithm == Algorithm::kSlidingLog;
-    charge_remote_state(*target.state, limit.params, charge, timed ? consumed_at : now);
+    charge_remote_state(*target.state, limit.params, charge, consumed_at);
   } else if (limit.token_bucket()) {
     TokenBucket& bucket = target.cell->as<TokenBucket>();
     bucket.charge(charge);
     if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
   } else {
-    // A sliding window charges the news in the window it happened in (while
-    // its state is not past it) and measures the overshoot as of then.
-    const bool timed = limit.algorithm == Algorithm::kSlidingWindow;
-    charge_remote_cell(*target.cell, limit.params, charge, timed ? consumed_at : now);
+    charge_remote_cell(*target.cell, limit.params, charge, consumed_at);
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
 }
@@ -1069,7 +1061,7 @@ Ledger::FloorMerge Limiter::merge_reset_floor(std::string_view key, std::uint32_
           : 0;
   if (owed == 0) return merged;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
-  if (target) charge_target(key, *target, *limit, owed, now, now);
+  if (target) charge_target(key, *target, *limit, owed, now);
   return merged;
 }
 
@@ -1080,10 +1072,10 @@ std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
 }
 
 Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState& state,
-                                   TimeUs now) {
+                                   TimeUs now, bool with_balance) {
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   KeyNews news;
-  news.balance = offered_balance(key, limit ? &*limit : nullptr, state, now);
+  if (with_balance) news.balance = offered_balance(key, limit ? &*limit : nullptr, state, now);
   if (limit &&
       (limit->algorithm == Algorithm::kSlidingLog ||
        limit->algorithm == Algorithm::kSlidingWindow) &&

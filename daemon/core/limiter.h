@@ -282,7 +282,9 @@ class Limiter {
     // it).
     std::uint32_t age_ms = 0;
   };
-  KeyNews key_news(std::string_view key, const Ledger::KeyState& state, TimeUs now);
+  // The balance only `with_balance` (all of the key's entries go together).
+  KeyNews key_news(std::string_view key, const Ledger::KeyState& state, TimeUs now,
+                   bool with_balance);
   // A peer offered `balance` for `key` together with entries that sum to
   // `offered_consumed`, all of them merged here already. Raises the bucket
   // (never lowers it) to `balance` less what our entries for the key hold
@@ -364,10 +366,12 @@ class Limiter {
   std::optional<RemoteTarget> remote_target(std::string_view key, const CompiledLimit& limit,
                                             TimeUs now);
   // Charges `owed` (capped at kMaxTokens; a cap or a saturated bucket marks
-  // the key uncharged) into `target`; a sliding log logs it at
-  // `consumed_at` (<= now), when the news says it happened.
+  // the key uncharged) into `target`, as consumed at `consumed_at`: when the
+  // news says it happened, or when it arrived if the news has no age. Only
+  // a sliding log's or window's news has one (key_news): their states
+  // remember when; the others' balances do not.
   void charge_target(std::string_view key, const RemoteTarget& target, const CompiledLimit& limit,
-                     std::uint64_t owed, TimeUs now, TimeUs consumed_at);
+                     std::uint64_t owed, TimeUs consumed_at);
   std::optional<std::int64_t> offered_balance(std::string_view key, const CompiledLimit* limit,
                                               const Ledger::KeyState& state, TimeUs now);
   // Validates the check, applies exemptions and fills pending_ with the

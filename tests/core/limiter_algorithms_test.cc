@@ -428,12 +428,12 @@ TEST(LimiterAlgorithmsTest, ASlidingLogLogsAPeersConsumptionWhenItHappened) {
     const std::string key(alice.check(a, kStart, 0, CheckMode::kPeek).rules[0].key);
     const TimeUs learned = kStart + 30'000;
     // 30.9 ms is 30 ms, rounded down: the news looks newer than it is.
-    EXPECT_EQ(a.key_news(key, *a.ledger().find(key), learned + 900).age_ms, 30u);
+    EXPECT_EQ(a.key_news(key, *a.ledger().find(key), learned + 900, false).age_ms, 30u);
     const std::uint32_t origin = b.ledger().intern_origin("a");
     EXPECT_EQ(b.merge_remote(key, origin, 1, 7, learned, age_us), 7u);
     EXPECT_EQ(b.ledger().find(key)->consumed_at_us, learned - age_us);
     // b passes the news on with its age grown by the time since.
-    EXPECT_EQ(b.key_news(key, *b.ledger().find(key), learned + 10'000).age_ms,
+    EXPECT_EQ(b.key_news(key, *b.ledger().find(key), learned + 10'000, false).age_ms,
               static_cast<std::uint32_t>((age_us + 10'000) / 1000));
     // Just over a period after the consumption: with the age, all 10 slots
     // are free; without it the 7 are logged 30 ms late and still held.
@@ -449,8 +449,15 @@ TEST(LimiterAlgorithmsTest, ASlidingLogLogsAPeersConsumptionWhenItHappened) {
     Caller alice;
     EXPECT_EQ(alice.allowed_of(one, kStart, 7), 7);
     const std::string key(alice.check(one, kStart, 0, CheckMode::kPeek).rules[0].key);
-    EXPECT_EQ(one.key_news(key, *one.ledger().find(key), kStart + 30'000).age_ms,
+    const Ledger::KeyState& state = *one.ledger().find(key);
+    EXPECT_EQ(one.key_news(key, state, kStart + 30'000, false).age_ms,
               algorithm == Algorithm::kSlidingWindow ? 30u : 0u);
+    // A token bucket's balance rides along only when asked for.
+    EXPECT_FALSE(one.key_news(key, state, kStart + 30'000, false).balance.has_value());
+    const std::optional<std::int64_t> balance =
+        one.key_news(key, state, kStart + 30'000, true).balance;
+    EXPECT_EQ(balance.has_value(), algorithm == Algorithm::kTokenBucket);
+    if (balance) EXPECT_EQ(*balance, 3);
   }
 }
 

@@ -58,19 +58,27 @@ void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs n
   }
 }
 
-void log_units(SlidingLog::State& state, const SlidingLog::Params& params, std::int64_t units,
-               TimeUs now) {
-  expire(state, params, now);
+// Logs `units` at `at` in its place (an entry of the same microsecond takes
+// them), then coalesces down to the bound.
+void insert_units(SlidingLog::State& state, const SlidingLog::Params& params, std::int64_t units,
+                  TimeUs at) {
   units = std::min(units, kMaxUnits - state.total);  // only absurd debts reach this
   if (units <= 0) return;
   state.total += units;
-  if (state.buffer.size() > state.head && state.buffer.back().at_us >= now) {
-    // Same microsecond, or the clock went back: stamp with the newest time.
-    state.buffer.back().units += units;
+  std::vector<SlidingLog::Entry>& b = state.buffer;
+  const auto first = b.begin() + state.head;
+  // Usually the newest entry: no search.
+  const auto it = first == b.end() || b.back().at_us < at
+                      ? b.end()
+                      : std::upper_bound(first, b.end(), at, [](TimeUs t, const SlidingLog::Entry& e) {
+                          return t < e.at_us;
+                        });
+  if (it != first && std::prev(it)->at_us == at) {
+    std::prev(it)->units += units;
     return;
   }
-  state.buffer.push_back({now, units});
-  while (static_cast<std::int64_t>(state.buffer.size() - state.head) > params.max_entries) {
+  b.insert(it, {at, units});
+  while (static_cast<std::int64_t>(b.size() - state.head) > params.max_entries) {
     coalesce_once(state);
   }
 }
@@ -134,34 +142,20 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
 
 Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
-  log_units(state, params, cost, now);
+  expire(state, params, now);
+  // Stamped no earlier than the newest entry: a clock that went back takes
+  // the newest time, so the log stays sorted and conservative.
+  const Log entries = log(state);
+  insert_units(state, params, cost, entries.empty() ? now : std::max(now, entries.back().at_us));
   return kNoTicket;
 }
 
 void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t amount,
                                TimeUs at) {
-  const Log entries = log(state);
-  if (entries.empty() || entries.back().at_us <= at) {
-    log_units(state, params, amount, at);
-    return;
-  }
-  // Before the newest entry: in its place, so the log stays sorted (an
-  // entry already out of the window at `at` is dropped at the next expiry).
-  amount = std::min(amount, kMaxUnits - state.total);
-  if (amount <= 0) return;
-  state.total += amount;
-  std::vector<Entry>& b = state.buffer;
-  const auto first = b.begin() + state.head;
-  const auto it =
-      std::upper_bound(first, b.end(), at, [](TimeUs t, const Entry& e) { return t < e.at_us; });
-  if (it != first && std::prev(it)->at_us == at) {
-    std::prev(it)->units += amount;
-    return;
-  }
-  b.insert(it, Entry{at, amount});
-  while (static_cast<std::int64_t>(b.size() - state.head) > params.max_entries) {
-    coalesce_once(state);
-  }
+  // In its place, before newer entries if the news came late (an entry
+  // already out of the window at `at` is dropped at the next expiry).
+  expire(state, params, at);
+  insert_units(state, params, amount, at);
 }
 
 bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {

@@ -39,7 +39,7 @@ void roll(i128& previous, i128& current, i128 windows, std::int64_t limit, i128 
 // The overshoot a state holds, in units (rounded down), and the steps that
 // store `units` (0 <= units <= limit; rounded up).
 std::int64_t overshoot_units(std::int64_t steps, std::int64_t limit) {
-  if (limit <= SlidingWindow::kOvershootSteps) return steps;
+  if (steps == 0 || limit <= SlidingWindow::kOvershootSteps) return steps;
   return static_cast<std::int64_t>(static_cast<i128>(steps) * limit /
                                    SlidingWindow::kOvershootSteps);
 }
@@ -47,6 +47,12 @@ std::int64_t overshoot_steps_of(std::int64_t units, std::int64_t limit) {
   if (limit <= SlidingWindow::kOvershootSteps) return units;
   return static_cast<std::int64_t>(
       detail::ceil_div(static_cast<i128>(units) * SlidingWindow::kOvershootSteps, limit));
+}
+
+// The estimate scaled by P at `offset` (0..P) into the state's window:
+// previous * (P - offset) + current * P.
+i128 scaled_estimate(const SlidingWindow::State& s, i128 offset, i128 period) {
+  return static_cast<i128>(s.previous) * (period - offset) + static_cast<i128>(s.current) * period;
 }
 
 SlidingWindow::State make_state(std::int64_t window, i128 previous, i128 current) {
@@ -123,8 +129,8 @@ Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::i
   const i128 period = params.period_us;
   const i128 start = static_cast<i128>(s.window) * period;
   const i128 offset = std::max<i128>(0, now - start);  // 0 when the clock is behind the window
-  // Everything scaled by P: estimate * P = previous * (P - e) + current * P.
-  const i128 estimate = static_cast<i128>(s.previous) * (period - offset) + s.current * period;
+  // Everything scaled by P.
+  const i128 estimate = scaled_estimate(s, offset, period);
   const i128 capacity = static_cast<i128>(params.limit) * period;
   const i128 wanted = estimate + cost * period;
 
@@ -137,9 +143,8 @@ Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::i
   // What the window's edge carries (an admission clears the overshoot:
   // commit): then it takes as many windows more to leave as a count of its
   // size.
-  const i128 overshoot =
-      v.allowed && cost > 0 ? 0 : overshoot_units(s.overshoot_steps, params.limit);
-  const i128 carried = carried_at_edge(current, overshoot, params.limit);
+  const i128 overshoot = overshoot_units(s.overshoot_steps, params.limit);
+  const i128 carried = carried_at_edge(current, v.allowed && cost > 0 ? 0 : overshoot, params.limit);
   if (current == 0) {
     v.reset_after_us = s.previous == 0 ? 0 : detail::non_negative(start + period - now);
   } else {
@@ -153,8 +158,7 @@ Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::i
         cost > params.limit
             ? -1
             : detail::non_negative(
-                  earliest_fit(s.previous, s.current, overshoot_units(s.overshoot_steps, params.limit),
-                               s.window, offset, cost, params) -
+                  earliest_fit(s.previous, s.current, overshoot, s.window, offset, cost, params) -
                   now);
   }
   return v;
@@ -181,9 +185,7 @@ void SlidingWindow::charge_remote(State& state, const Params& params, std::int64
   const i128 period = params.period_us;
   const i128 raw_offset = now - static_cast<i128>(state.window) * period;
   if (raw_offset < 0) return;  // news from an earlier window, counted in this one
-  const i128 offset = std::min<i128>(raw_offset, period);
-  const i128 excess = static_cast<i128>(state.previous) * (period - offset) +
-                      static_cast<i128>(state.current) * period -
+  const i128 excess = scaled_estimate(state, std::min<i128>(raw_offset, period), period) -
                       static_cast<i128>(params.limit) * period;
   if (excess <= 0) {
     if (amount > 0) state.overshoot_steps = 0;

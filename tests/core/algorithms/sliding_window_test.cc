@@ -180,16 +180,22 @@ TEST(SlidingWindowTest, DebtIsCarriedAndRepaid) {
   EXPECT_EQ(v.reset_after_us, 4 * kUsPerSecond);
 }
 
+// The overshoot tests' start (limit 100 a second): window 0 full, then 40
+// of window 1 at 1.5 s, where 100 * 0.5 of the previous window counts.
+SlidingWindow::State full_then_40(const SlidingWindow::Params& p) {
+  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(s, p, 100, 0);
+  EXPECT_TRUE(SlidingWindow::evaluate(s, p, 40, 1'500'000).allowed);
+  SlidingWindow::commit(s, p, 40, 1'500'000);
+  return s;
+}
+
 // Late news puts the estimate above the limit while the count is below it:
 // the excess moves from the previous window into the next one's count, so it
 // weighs fully there instead of 1 - e.
 TEST(SlidingWindowTest, AnOvershootOnNewsIsCarriedIntoTheNextWindow) {
   const SlidingWindow::Params p{100, kUsPerSecond};
-  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
-  SlidingWindow::commit(s, p, 100, 0);
-  // At 1.5 s: 100 * 0.5 of the previous window counts; 40 fit and are taken.
-  ASSERT_TRUE(SlidingWindow::evaluate(s, p, 40, 1'500'000).allowed);
-  SlidingWindow::commit(s, p, 40, 1'500'000);
+  SlidingWindow::State s = full_then_40(p);
   // News of 30 more at 1.6 s: 100 * 0.4 + 70 = 110, 10 over.
   SlidingWindow::charge_remote(s, p, 30, 1'600'000);
   EXPECT_EQ(s.overshoot_steps, 10);
@@ -217,9 +223,7 @@ TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
   const SlidingWindow::Params p{100, kUsPerSecond};
   for (const bool own : {true, false}) {
     SCOPED_TRACE(own);
-    SlidingWindow::State s = SlidingWindow::fresh(p, 0);
-    SlidingWindow::commit(s, p, 100, 0);
-    SlidingWindow::commit(s, p, 40, 1'500'000);
+    SlidingWindow::State s = full_then_40(p);
     SlidingWindow::charge_remote(s, p, 30, 1'600'000);  // 10 over
     ASSERT_EQ(s.overshoot_steps, 10);
     // Refused until 1.7 s; at 1.99 s 100 * 0.01 + 70 leaves room for 29.
@@ -243,16 +247,12 @@ TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
 // it in full, and notes nothing.
 TEST(SlidingWindowTest, NewsIsMeasuredAtTheTimeItHappened) {
   const SlidingWindow::Params p{100, kUsPerSecond};
-  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
-  SlidingWindow::commit(s, p, 100, 0);
-  SlidingWindow::commit(s, p, 40, 1'500'000);
+  SlidingWindow::State s = full_then_40(p);
   // 30 more that happened at 1.55 s: 100 * 0.45 + 70 = 115, 15 over then
   // (at 1.6 s it would read 10).
   SlidingWindow::charge_remote(s, p, 30, 1'550'000);
   EXPECT_EQ(s.overshoot_steps, 15);
-  SlidingWindow::State later = SlidingWindow::fresh(p, 0);
-  SlidingWindow::commit(later, p, 100, 0);
-  SlidingWindow::commit(later, p, 40, 1'500'000);
+  SlidingWindow::State later = full_then_40(p);
   // News of 0.9 s, from the previous window: counted in this one, no note.
   SlidingWindow::charge_remote(later, p, 30, 900'000);
   EXPECT_EQ(later.current, 70);
@@ -263,9 +263,7 @@ TEST(SlidingWindowTest, NewsIsMeasuredAtTheTimeItHappened) {
 // limit: the rest of it is in the count already.
 TEST(SlidingWindowTest, AnOvershootIsCarriedOnlyAsFarAsTheWindowLeftRoom) {
   const SlidingWindow::Params p{100, kUsPerSecond};
-  SlidingWindow::State s = SlidingWindow::fresh(p, 0);
-  SlidingWindow::commit(s, p, 100, 0);
-  SlidingWindow::commit(s, p, 40, 1'500'000);
+  SlidingWindow::State s = full_then_40(p);
   SlidingWindow::charge_remote(s, p, 55, 1'600'000);  // 100 * 0.4 + 95: 35 over
   ASSERT_EQ(s.overshoot_steps, 35);
   const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
