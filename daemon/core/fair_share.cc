@@ -19,7 +19,7 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 }  // namespace
 
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
-static_assert(sizeof(FairShare) <= 112);
+static_assert(sizeof(FairShare) <= 128);
 
 void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
   probing_ = false;
@@ -98,8 +98,22 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Right after this node first met the key, news of who else spends is
   // still arriving: every live node may be about to.
   if (now < young_until_us_) weight = weight * seen / std::max(seen, n);
-  credit_ = pool * weight / kOne + dither;
   accruing_ = later * weight / kOne;
+  if (in.from_wake && in.epoch_end_us > now) {
+    // Late in a burst: this node's part of the pool as it stood at the
+    // wake, less what it spent since; every node's such epoch ends with the
+    // wake's horizon.
+    const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
+    const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
+    const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
+    const i128 pool_at_wake = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
+    credit_ = pool_at_wake * weight / kOne - (i128(spent_own) << kFractionBits) + dither;
+    epoch_us_ = static_cast<std::uint32_t>(
+        std::min<TimeUs>(in.epoch_end_us - now, std::numeric_limits<std::uint32_t>::max()));
+    epoch_end_us_ = in.epoch_end_us;
+    return;
+  }
+  credit_ = pool * weight / kOne + dither;
   epoch_end_us_ = now + view.horizon_us;
 }
 

@@ -17,6 +17,17 @@
 //   origins seen, so no origin starves and one view's weights sum to one;
 //   while the key is young here (news of its spenders may still be
 //   arriving), scaled to every live node.
+// A burst's late starters: a key *wakes* when it changes after a quiet spell
+// of at least a news horizon (the ledger tells the share: note_wake), when
+// news of all it consumed before has reached every node. For a horizon after
+// that, a node's share is its weight of the pool as it stood at the wake
+// (what is left plus what every node spent since, plus what the algorithm
+// frees by the horizon's end), less what this node spent since, and its
+// epoch ends with that horizon; not its weight of what the nodes that
+// started first have left, which a bucket's cap or a window's passing would
+// lose for good (docs/cluster.md, "Fair shares": "A burst's pool"). The
+// Limiter asks for it (ShareInputs::from_wake) where the algorithm repays
+// an overspend.
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -43,7 +54,7 @@ struct ShareView {
 // What the Limiter knows of a key when an epoch starts.
 struct ShareInputs {
   std::int64_t headroom = 0;  // units the algorithm would admit now (its balance)
-  std::int64_t refill = 0;    // units it regains over one horizon (rounded down)
+  std::int64_t refill = 0;    // units it regains by the epoch's end (rounded down)
   // The refill becomes spendable as the epoch goes by (in proportion to the
   // time elapsed), not all at its start: for an algorithm that frees room
   // continuously and does not repay an early spend (the sliding window: room
@@ -66,6 +77,11 @@ struct ShareInputs {
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;   // a hash of the key and the node
+  // Share the pool as it stood when the key woke (wake_end_us() > now), and
+  // end the epoch at `epoch_end_us`, the wake's horizon's end; `refill` is
+  // then what the algorithm frees by that end.
+  bool from_wake = false;
+  TimeUs epoch_end_us = 0;
 };
 
 class FairShare {
@@ -87,13 +103,28 @@ class FairShare {
                // node whose demand on the key is sparse: admitted as before
     kRefused,  // beyond the share
   };
+  // The key's entries grew at `now` after a quiet spell (a wake):
+  // `all_before` and `own_before` are its entries' sum and this node's,
+  // just before. Called by the ledger, on the request path and on merges.
+  void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now) {
+    woke_us_ = now;
+    all_at_wake_ = all_before;
+    own_at_wake_ = own_before;
+  }
+  // The end of the last wake's horizon while `now` is before it (an epoch
+  // then shares the pool at the wake and ends there); 0 otherwise.
+  TimeUs wake_end_us(const ShareView& view, TimeUs now) const {
+    const TimeUs end = woke_us_ + view.horizon_us;
+    return woke_us_ > 0 && now < end ? end : 0;
+  }
   // Whether a request of `cost` may pass. Changes nothing: a check may be
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;
   // Counts one request (admitted or not) towards this node's demand
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
-    if (++asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
+    if (asked_ < UINT16_MAX) ++asked_;
+    if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
   // Spends `cost` of the share, which ask() found it holds.
@@ -131,16 +162,21 @@ class FairShare {
   std::uint64_t mark_all_ = 0;
   std::uint64_t prev_own_ = 0;
   std::uint64_t prev_all_ = 0;
+  // The last wake (note_wake): when, and the entries' sums just before it.
+  TimeUs woke_us_ = 0;
+  std::uint64_t all_at_wake_ = 0;
+  std::uint64_t own_at_wake_ = 0;
   // The epoch's length, over which accruing_ accrues (a horizon above
-  // 2^32 us, 71 minutes, accrues over 71 minutes). 32 bits: the share is
-  // 112 bytes, one per key this node checks.
+  // 2^32 us, 71 minutes, accrues over 71 minutes). 32 bits, and the counts
+  // and flags below packed: the share is 128 bytes, one per key this node
+  // checks.
   std::uint32_t epoch_us_ = 0;
-  std::uint32_t asked_ = 0;     // requests this epoch
-  bool unlimited_ = false;      // no share: the whole balance
-  bool probed_ = false;         // a probe ran: no second one
-  bool probing_ = false;
-  bool sparse_probe_ = false;  // the probe keeps the first request of an epoch
-  bool marked_ = false;
+  std::uint16_t asked_ = 0;     // requests this epoch (saturates)
+  bool unlimited_ : 1 = false;  // no share: the whole balance
+  bool probed_ : 1 = false;     // a probe ran: no second one
+  bool probing_ : 1 = false;
+  bool sparse_probe_ : 1 = false;  // the probe keeps the first request of an epoch
+  bool marked_ : 1 = false;
 };
 
 }  // namespace rlimit::core

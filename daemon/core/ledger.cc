@@ -106,6 +106,13 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
   return state;
 }
 
+void Ledger::before_growth(KeyState& state, TimeUs now) const {
+  if (!state.share || wake_quiet_us_ <= 0 || now - state.changed_us < wake_quiet_us_) return;
+  const std::uint64_t own =
+      state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
+  state.share->note_wake(consumed_sum(state), own, now);
+}
+
 void Ledger::sent_entries(KeyState& state) {
   std::uint16_t most = 0;
   const auto sent = [&](std::vector<Entry>& entries) {
@@ -246,6 +253,7 @@ void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost
     state.entries.push_back({.origin = 0, .incarnation = incarnation_ + elapsed});
     state.own = static_cast<std::int32_t>(state.entries.size() - 1);
   }
+  before_growth(state, now);
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
   own.consumed += cost;
   touch(key, state, own, now);
@@ -266,6 +274,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       if (static_cast<std::int32_t>(i) == state.own || consumed <= e.consumed) return {};
       const std::uint64_t increase = consumed - e.consumed;
       const std::uint64_t charged_to = std::max(e.consumed, floor_of(state, origin, incarnation));
+      before_growth(state, now);
       e.consumed = consumed;
       touch(it->first, it->second, e, now);
       state.consumed_at_us = std::max(state.consumed_at_us, consumed_at);
@@ -286,6 +295,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
     ++entries_over_bound_;
     return {};
   }
+  before_growth(it->second, now);
   entries.push_back(
       {.origin = origin, .newcomer = true, .incarnation = incarnation, .consumed = consumed});
   touch(it->first, it->second, entries.back(), now);

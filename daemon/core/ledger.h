@@ -123,6 +123,9 @@ class Ledger {
 
   // Rounds a change is gossiped for; set by the cluster node as membership grows.
   void set_retransmit_rounds(std::uint16_t rounds) { retransmit_rounds_ = rounds; }
+  // How long a key must go without growing for its next growth to wake it
+  // (FairShare::note_wake); the Limiter sets one news horizon. 0: never.
+  void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
 
   // Records `cost` consumed here from `key`.
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
@@ -243,6 +246,9 @@ class Ledger {
   // Marks `entry` of `key` (whose state is `state`) as changed now: it is
   // gossiped for the next retransmit_rounds_ rounds.
   KeyState& touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now);
+  // Before the key's entries grow at `now`: tells its share, if it has one,
+  // of a wake (a growth after wake_quiet_us_ without one).
+  void before_growth(KeyState& state, TimeUs now) const;
   static void sent_entries(KeyState& state);
   // The floor of (origin, incarnation) in the key's applied reset; 0 for none.
   static std::uint64_t floor_of(const KeyState& state, std::uint32_t origin,
@@ -270,6 +276,7 @@ class Ledger {
   // unordered_map survive rehashing, and queued keys are never swept.
   std::vector<KeyState*> changed_states_;
   std::uint16_t retransmit_rounds_ = 3;
+  TimeUs wake_quiet_us_ = 0;
   std::size_t slice_cursor_ = 0;
   std::size_t sweep_cursor_ = 0;
   std::uint64_t origins_over_bound_ = 0;

@@ -259,7 +259,11 @@ class Limiter {
   void enable_replication(std::string origin_id, std::uint64_t incarnation, TimeUs now);
   // Cluster: the live nodes and news horizon fair shares use (the cluster
   // node sets it every gossip round; until then there is no gate).
-  void set_share_view(const ShareView& view) { share_view_ = view; }
+  void set_share_view(const ShareView& view) {
+    share_view_ = view;
+    // A key quiet for a horizon has had its news reach every node.
+    ledger_.set_wake_quiet_us(view.live_nodes > 1 ? view.horizon_us : 0);
+  }
   // Merges a peer's absolute counter for `key`; charges the bucket with what
   // it adds to what we knew. Returns that increase (0 for old news).
   std::uint64_t merge_remote(std::string_view key, std::string_view origin,

@@ -172,6 +172,46 @@ TEST(FairShareTest, SharesOfOneViewSumToThePoolWhenDemandShifts) {
 
 // A refill that accrues (the sliding window's) is spendable as the epoch
 // goes by: none of it at the start, half halfway, all at the end.
+// Ten nodes; this one did a sixteenth of the consumption since the marks,
+// so it weighs w = (7/16 + 1/10) / 8 = 0.0672. The key woke with 10,000 in
+// its pool, and by this node's first request of the burst the others have
+// spent 6,000 of it. Sharing what is left it gets w x 4,000 = 269; sharing
+// the pool at the wake, w x 10,000 = 672, and its epoch ends with the
+// wake's horizon. Having spent 100 since the wake itself, it weighs
+// w' = (7 x 1,100/16,100 + 1/10) / 8 = 0.0723: 723 less 100.
+TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
+  struct Late {
+    int admitted;
+    TimeUs epoch_end_us;
+  };
+  const TimeUs marked = kStart + 3 * kUsPerSecond;
+  const TimeUs woke = marked + 200'000;  // within four horizons of the mark
+  const TimeUs now = woke + 60'000;
+  const auto late = [&](bool from_wake, std::uint64_t own_since) {
+    FairShare share;
+    ShareInputs in{.headroom = 10'000, .others = 9, .has_own = true};
+    share.start_epoch(view_of(10), in, kStart);  // marks at 0
+    in.own_consumed = 1'000;
+    in.all_consumed = 10'000;
+    share.start_epoch(view_of(10), in, marked);  // a weight window on: marks again
+    share.note_wake(10'000, 1'000, woke);
+    in.headroom = static_cast<std::int64_t>(4'000 - own_since);
+    in.own_consumed = 1'000 + own_since;
+    in.all_consumed = 16'000 + own_since;
+    in.from_wake = from_wake;
+    in.epoch_end_us = from_wake ? woke + kHorizonUs : now + kHorizonUs;
+    share.start_epoch(view_of(10), in, now);
+    return Late{spend_epoch(share, 20'000, now), share.epoch_end_us()};
+  };
+  const Late left = late(false, 0);
+  EXPECT_NEAR(left.admitted, 269, 1);
+  EXPECT_EQ(left.epoch_end_us, now + kHorizonUs);
+  const Late at_wake = late(true, 0);
+  EXPECT_NEAR(at_wake.admitted, 672, 1);
+  EXPECT_EQ(at_wake.epoch_end_us, woke + kHorizonUs);
+  EXPECT_NEAR(late(true, 100).admitted, 723 - 100, 1);
+}
+
 TEST(FairShareTest, ARefillThatAccruesBecomesSpendableAsTheEpochGoesBy) {
   FairShare share;
   ShareInputs in{.headroom = 0,

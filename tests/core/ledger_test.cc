@@ -62,6 +62,55 @@ TEST(LedgerTest, AKeyRemembersWhenItsNewestConsumptionHappened) {
   EXPECT_EQ(ledger.find("k")->consumed_at_us, 4'000);
 }
 
+// A key wakes when its entries grow after a quiet spell (one news horizon,
+// set by the Limiter), and tells its share the sums just before; growth
+// within the spell, a key this node never checked, or no quiet set: none.
+TEST(LedgerTest, AKeyWakesOnItsFirstGrowthAfterAQuietSpell) {
+  constexpr TimeUs kQuietUs = 100'000;
+  const ShareView view{.live_nodes = 2, .horizon_us = kQuietUs};
+  Ledger ledger = started_at(kOurIncarnation);
+  const std::uint32_t a = ledger.intern_origin("a");
+  const TimeUs t0 = 10 * kUsPerSecond;
+  ledger.add_local("k", 5, t0);  // no quiet set yet, no share: no wake
+  ledger.set_wake_quiet_us(kQuietUs);
+  FairShare& share = *ledger.share_state("k", t0 + 10'000, true)->share;
+  ledger.add_local("k", 1, t0 + 50'000);  // 50 ms after the last growth
+  EXPECT_EQ(share.wake_end_us(view, t0 + 60'000), 0);
+  const TimeUs woke = t0 + 500'000;
+  ledger.add_local("k", 3, woke);
+  EXPECT_EQ(share.wake_end_us(view, woke + 10'000), woke + kQuietUs);
+  ledger.merge("k", a, kOurIncarnation + 1, 20, woke + 20'000);  // within the spell
+  EXPECT_EQ(share.wake_end_us(view, woke + 30'000), woke + kQuietUs);
+  EXPECT_EQ(share.wake_end_us(view, woke + kQuietUs), 0);  // the horizon is over
+  // The sums at the wake were 6 (all, own): the pool then was the 71 now
+  // left plus the 23 spent since, and this node, weighing half, spent 3 of
+  // its 47.
+  ShareInputs in{.headroom = 71,
+                 .others = 1,
+                 .has_own = true,
+                 .own_consumed = 9,
+                 .all_consumed = 29,
+                 .from_wake = true,
+                 .epoch_end_us = woke + kQuietUs};
+  share.start_epoch(view, in, woke + 30'000);
+  EXPECT_EQ(share.epoch_end_us(), woke + kQuietUs);
+  int admitted = 0;
+  while (admitted < 100 && share.ask(1, woke + 30'000) == FairShare::Answer::kCredit) {
+    share.spend(1);
+    ++admitted;
+  }
+  EXPECT_GE(admitted, 47 - 3);
+  EXPECT_LE(admitted, 47 - 3 + 1);
+  // Growth by a peer after another quiet spell wakes it again.
+  const TimeUs again = woke + 2 * kUsPerSecond;
+  ledger.merge("k", a, kOurIncarnation + 1, 25, again);
+  EXPECT_EQ(share.wake_end_us(view, again), again + kQuietUs);
+  // A key this node never checked has no share to tell.
+  ledger.merge("other", a, kOurIncarnation + 1, 5, again);
+  ledger.merge("other", a, kOurIncarnation + 1, 9, again + kUsPerSecond);
+  EXPECT_FALSE(ledger.find("other")->share);
+}
+
 TEST(LedgerTest, HistoryIsChargedUpToTheCapPerKeyInTotalAndTheRestCounted) {
   Ledger ledger = started_at(kOurIncarnation);
   const std::uint32_t a = ledger.intern_origin("a");

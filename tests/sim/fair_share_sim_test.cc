@@ -129,8 +129,10 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // users must not lose theirs: scale1000), so this cold start admits up to
 // 20 nodes x 1 = twice each burst of 10, and the next second repays it
 // (docs/cluster.md, "Fair shares": not bounded below there). Over the run
-// it admits under the ideal (seeds 1, 2: -1.97%, -2.19%): shares of bursts
-// of 10 split 20 ways leave about 5% of each later second unspent.
+// it holds the ideal within 1% (seeds 1, 2: -0.39%, -0.45%) since a node
+// whose first request of a burst comes late shares the pool as it stood at
+// the key's wake ("A burst's pool"); sharing what the first nodes had left,
+// it lost about 5% of each later second (-1.97%, -2.19%).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
@@ -138,7 +140,7 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     EXPECT_LE(static_cast<double>(keys.first_window_admitted), 2 * 100 * 10.0) << what;
     EXPECT_LE(static_cast<double>(keys.worst_window_admitted), 1.5 * keys.limit_per_window())
         << what;
-    EXPECT_LE(std::abs(keys.error_ratio()), 0.025) << what;
+    EXPECT_LE(std::abs(keys.error_ratio()), 0.01) << what;
     const Results periodic = run(shipped("periodic"), seed);
     expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
   }
