@@ -170,8 +170,6 @@ TEST(FairShareTest, SharesOfOneViewSumToThePoolWhenDemandShifts) {
   EXPECT_LE(total, 800 + 4);  // a dithered request each at most
 }
 
-// A refill that accrues (the sliding window's) is spendable as the epoch
-// goes by: none of it at the start, half halfway, all at the end.
 // Ten nodes; this one did a sixteenth of the consumption since the marks,
 // so it weighs w = (7/16 + 1/10) / 8 = 0.0672. The key woke with 10,000 in
 // its pool, and by this node's first request of the burst the others have
@@ -212,6 +210,8 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
   EXPECT_NEAR(late(true, 100).admitted, 723 - 100, 1);
 }
 
+// A refill that accrues (the sliding window's) is spendable as the epoch
+// goes by: none of it at the start, half halfway, all at the end.
 TEST(FairShareTest, ARefillThatAccruesBecomesSpendableAsTheEpochGoesBy) {
   FairShare share;
   ShareInputs in{.headroom = 0,
