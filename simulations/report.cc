@@ -85,6 +85,10 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         std::to_string(c.share_refused) + " / " + std::to_string(c.share_probes),
         "(checks the algorithm allowed, beyond this node's share; new keys probed)");
   }
+  if (c.share_wake_epochs > 0) {
+    row(out, "fair shares: epochs at a wake", std::to_string(c.share_wake_epochs),
+        "(shares of a burst's pool as it stood when the key woke)");
+  }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
         "from before a node started, beyond a key's burst");
@@ -366,6 +370,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"remote_tokens_charged\": " << c.remote_tokens_charged
       << ", \"history_forgiven\": " << c.history_forgiven
       << ", \"share_refused\": " << c.share_refused << ", \"share_probes\": " << c.share_probes
+      << ", \"share_wake_epochs\": " << c.share_wake_epochs
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

@@ -57,6 +57,7 @@ struct CoreTotals {
   std::uint64_t history_forgiven = 0;  // history beyond a key's burst, not charged
   std::uint64_t share_refused = 0;     // checks the algorithm allowed and a fair share did not
   std::uint64_t share_probes = 0;      // keys new to a node, probed
+  std::uint64_t share_wake_epochs = 0;  // epochs sharing a burst's pool at the key's wake
   std::uint64_t remote_unknown_keys = 0;
   std::uint64_t key_table_full = 0;
   std::uint64_t clock_went_back = 0;

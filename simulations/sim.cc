@@ -273,6 +273,7 @@ class Simulation {
     t.history_forgiven += node.limiter->ledger().history_forgiven();
     t.share_refused += l.share_refused;
     t.share_probes += l.share_probes;
+    t.share_wake_epochs += l.share_wake_epochs;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

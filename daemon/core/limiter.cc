@@ -675,6 +675,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     }
     ++stats_.share_epochs;
     if (share.probing()) ++stats_.share_probes;
+    if (in.from_wake) ++stats_.share_wake_epochs;
   }
   switch (share.ask(input.cost, now)) {
     case FairShare::Answer::kCredit:

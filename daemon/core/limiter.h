@@ -185,6 +185,7 @@ struct LimiterStats {
   std::uint64_t share_epochs = 0;     // shares fixed (once per key per horizon at most)
   std::uint64_t share_probes = 0;     // of those, probes of a key new here
   std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
+  std::uint64_t share_wake_epochs = 0;  // of the epochs, those sharing a burst's pool at its wake
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check

@@ -74,6 +74,8 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_probes_total", "Fair share epochs that probed a key new here."),
     counter("rlimit_share_untracked_total",
             "Checks not gated by a fair share because the ledger held max_keys."),
+    counter("rlimit_share_wake_epochs_total",
+            "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
     // ShellCounters
     counter("rlimit_connections_accepted_total", "Unix socket connections accepted."),
     counter("rlimit_connections_rejected_total",
@@ -331,7 +333,7 @@ constexpr std::string_view kStatusNames[] = {
     "leases_released", "leases_unknown", "keys_reset", "resets_sent", "resets_applied",
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
-    "share_refused", "share_epochs", "share_probes", "share_untracked",
+    "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

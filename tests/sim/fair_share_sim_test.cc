@@ -141,6 +141,7 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     EXPECT_LE(static_cast<double>(keys.worst_window_admitted), 1.5 * keys.limit_per_window())
         << what;
     EXPECT_LE(std::abs(keys.error_ratio()), 0.01) << what;
+    EXPECT_GT(keys.core.share_wake_epochs, 0u) << what;
     const Results periodic = run(shipped("periodic"), seed);
     expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
   }
