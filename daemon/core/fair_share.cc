@@ -1,6 +1,7 @@
 #include "core/fair_share.h"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 
 #include "core/stable_hash.h"
@@ -27,8 +28,11 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   unlimited_ = false;
   asked_ = 0;
   accruing_ = 0;
-  epoch_us_ = static_cast<std::uint32_t>(
-      std::clamp<TimeUs>(view.horizon_us, 1, std::numeric_limits<std::uint32_t>::max()));
+  const auto end_epoch_at = [&](TimeUs end) {
+    epoch_end_us_ = end;
+    epoch_us_ = static_cast<std::uint32_t>(
+        std::clamp<TimeUs>(end - now, 1, std::numeric_limits<std::uint32_t>::max()));
+  };
   if (!marked_) {
     // The first epoch here: news of who else spends may still be arriving.
     young_until_us_ = now + view.horizon_us;
@@ -60,7 +64,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     if (in.has_own || probed_ || in.spenders == 0) {
       probed_ = true;
       unlimited_ = true;
-      epoch_end_us_ = now + view.horizon_us;
+      end_epoch_at(now + view.horizon_us);
       return;
     }
     // New here, and nobody else known to spend yet: probe at an equal share.
@@ -72,7 +76,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
     sparse_probe_ = in.sparse_rule;
-    epoch_end_us_ = now + view.horizon_us;
+    end_epoch_at(now + view.horizon_us);
     young_until_us_ = epoch_end_us_ + view.horizon_us;
     return;
   }
@@ -98,23 +102,24 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Right after this node first met the key, news of who else spends is
   // still arriving: every live node may be about to.
   if (now < young_until_us_) weight = weight * seen / std::max(seen, n);
-  accruing_ = later * weight / kOne;
-  if (in.from_wake && in.epoch_end_us > now) {
-    // Late in a burst: this node's part of the pool as it stood at the
-    // wake, less what it spent since; every node's such epoch ends with the
-    // wake's horizon.
+  // The pool shared: as it stands; or, late in a burst, as it stood at the
+  // key's wake, less what this node spent since, in an epoch that ends with
+  // the wake's horizon, as every node's such epoch does.
+  i128 shared = pool;
+  i128 spent_since_wake = 0;
+  TimeUs end = now + view.horizon_us;
+  if (in.from_wake) {
+    assert(in.epoch_end_us > now);  // FairShare::wake_end_us
     const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
     const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
     const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
-    const i128 pool_at_wake = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
-    credit_ = pool_at_wake * weight / kOne - (i128(spent_own) << kFractionBits) + dither;
-    epoch_us_ = static_cast<std::uint32_t>(
-        std::min<TimeUs>(in.epoch_end_us - now, std::numeric_limits<std::uint32_t>::max()));
-    epoch_end_us_ = in.epoch_end_us;
-    return;
+    shared = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
+    spent_since_wake = i128(spent_own) << kFractionBits;
+    end = in.epoch_end_us;
   }
-  credit_ = pool * weight / kOne + dither;
-  epoch_end_us_ = now + view.horizon_us;
+  credit_ = shared * weight / kOne - spent_since_wake + dither;
+  accruing_ = later * weight / kOne;
+  end_epoch_at(end);
 }
 
 __int128 FairShare::accrued(TimeUs now) const {

@@ -150,6 +150,15 @@ StepRange compile_steps(const std::vector<DescriptorMatch>& match, std::vector<M
   return range;
 }
 
+// The sliding log and window keep a record of when they admitted, not a
+// balance: a peer's news of them carries its age (key_news), and what they
+// admit beyond the limit is repaid only as far as the record holds it (the
+// log: not at all; the window: its carried overshoot), so fair shares do
+// not share a burst's pool at their wake (share_admits).
+bool remembers_when(Algorithm algorithm) {
+  return algorithm == Algorithm::kSlidingLog || algorithm == Algorithm::kSlidingWindow;
+}
+
 }  // namespace
 
 struct Limiter::CompiledRules {
@@ -601,16 +610,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     ShareInputs in;
     in.headroom = headroom;
     // Within a horizon of the key's wake, the epoch shares the pool as it
-    // stood then and ends with that horizon, where the algorithm repays an
-    // overspend in full, as a debt: the buckets, GCRA, the fixed window.
-    // This makes the shares' overlap (nodes' views differ) a little larger.
-    // A sliding log never repays (what it admits over the limit just
-    // expires a period later); a sliding window repays only what its carry
-    // holds, and echoes each burst's excess into the next: 200 nodes on
-    // `aligned` went from +1.41% to +3.70% (docs/cluster.md, "A burst's
-    // pool").
-    const bool repays = p.limit == nullptr || (p.limit->algorithm != Algorithm::kSlidingLog &&
-                                               p.limit->algorithm != Algorithm::kSlidingWindow);
+    // stood then and ends with that horizon, where an overspend is repaid in
+    // full, as a debt (the buckets, GCRA, the fixed window): it makes the
+    // shares' overlap a little larger. On a sliding window at 200 nodes it
+    // took `aligned` from +1.41% to +3.70% (docs/cluster.md, "A burst's pool").
+    const bool repays = p.limit == nullptr || !remembers_when(p.limit->algorithm);
     const TimeUs wake_end = repays ? share.wake_end_us(share_view_, now) : 0;
     in.from_wake = wake_end > 0;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
@@ -1091,10 +1095,7 @@ Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState&
   const std::optional<CompiledLimit> limit = limit_for_key(key);
   KeyNews news;
   if (with_balance) news.balance = offered_balance(key, limit ? &*limit : nullptr, state, now);
-  if (limit &&
-      (limit->algorithm == Algorithm::kSlidingLog ||
-       limit->algorithm == Algorithm::kSlidingWindow) &&
-      state.consumed_at_us > 0) {
+  if (limit && remembers_when(limit->algorithm) && state.consumed_at_us > 0) {
     // Rounded down: the receiver takes the news for newer than it is, so
     // the slot frees later than it did (conservative).
     const TimeUs age_ms = std::max<TimeUs>(0, now - state.consumed_at_us) / 1000;
