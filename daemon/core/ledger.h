@@ -126,6 +126,10 @@ class Ledger {
   // How long a key must go without growing for its next growth to wake it
   // (FairShare::note_wake); the Limiter sets one news horizon. 0: never.
   void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
+  // A request on the key is about to be decided at `now` and its share's
+  // epoch starts: a quiet key wakes now, so that epoch already shares as
+  // one after the wake (the charge that follows notes the same sums again).
+  void wake_if_quiet(KeyState& state, TimeUs now) const { before_growth(state, now); }
 
   // Records `cost` consumed here from `key`.
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);

@@ -607,6 +607,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
   FairShare& share = *state.share;
   p.ledger_state = &state;
   if (share.due(now)) {
+    // The request this epoch decides is the key's first growth after a
+    // quiet spell, if it is one: the wake is noted now, so the epoch that
+    // starts the burst here counts as one after the wake.
+    ledger_.wake_if_quiet(state, now);
     ShareInputs in;
     in.headroom = headroom;
     // Within a horizon of the key's wake, the epoch shares the pool as it

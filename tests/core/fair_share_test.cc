@@ -444,6 +444,27 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   EXPECT_EQ(limiter.stats().share_epochs, 2u);
 }
 
+// A burst that starts here (this node's request is the key's first growth
+// after a quiet spell) starts its epoch after the key's wake: where the
+// algorithm repays an overspend, that epoch shares a burst's pool (counted),
+// as the epochs of nodes whose burst starts with a peer's news do.
+TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
+  Limiter& limiter = *make_owned(GetParam());
+  const std::string key(check(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) {
+    limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  }
+  check(limiter, kStart + 1);  // grows the key within the quiet spell: no wake
+  EXPECT_EQ(limiter.stats().share_wake_epochs, 0u);
+  const TimeUs burst = kStart + 1 + 10 * kHorizonUs;  // after a quiet second
+  check(limiter, burst);
+  check(limiter, burst + 1);  // the same epoch
+  EXPECT_EQ(limiter.stats().share_epochs, 2u);
+  const bool repays =
+      GetParam() != Algorithm::kSlidingWindow && GetParam() != Algorithm::kSlidingLog;
+  EXPECT_EQ(limiter.stats().share_wake_epochs, repays ? 1u : 0u);
+}
+
 TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
   Limiter& limiter = *make_owned(GetParam());
   ASSERT_TRUE(check(limiter, kStart).allowed);  // the probe's first
