@@ -454,7 +454,7 @@ TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
   for (int i = 1; i <= 9; ++i) {
     limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
   }
-  check(limiter, kStart + 1);  // grows the key within the quiet spell: no wake
+  check(limiter, kStart + 1);  // 1 us after the peers' news: no quiet spell, no wake
   EXPECT_EQ(limiter.stats().share_wake_epochs, 0u);
   const TimeUs burst = kStart + 1 + 10 * kHorizonUs;  // after a quiet second
   check(limiter, burst);
