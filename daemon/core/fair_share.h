@@ -111,6 +111,9 @@ class FairShare {
     all_at_wake_ = all_before;
     own_at_wake_ = own_before;
   }
+  // A wake was noted at `now` (the epoch that decides a request noted it;
+  // the request's charge need not again).
+  bool woke_at(TimeUs now) const { return woke_us_ == now; }
   // The end of the last wake's horizon while `now` is before it (an epoch
   // then shares the pool at the wake and ends there); 0 otherwise.
   TimeUs wake_end_us(const ShareView& view, TimeUs now) const {

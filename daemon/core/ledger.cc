@@ -107,7 +107,10 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
 }
 
 void Ledger::before_growth(KeyState& state, TimeUs now) const {
-  if (!state.share || wake_quiet_us_ <= 0 || now - state.changed_us < wake_quiet_us_) return;
+  if (!state.share || wake_quiet_us_ <= 0 || now - state.changed_us < wake_quiet_us_ ||
+      state.share->woke_at(now)) {
+    return;
+  }
   const std::uint64_t own =
       state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
   state.share->note_wake(consumed_sum(state), own, now);

@@ -128,7 +128,8 @@ class Ledger {
   void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
   // A request on the key is about to be decided at `now` and its share's
   // epoch starts: a quiet key wakes now, so that epoch already shares as
-  // one after the wake (the charge that follows notes the same sums again).
+  // one after the wake (the charge that follows, at the same `now`, finds
+  // the wake noted and does not sum the entries again).
   void wake_if_quiet(KeyState& state, TimeUs now) const { before_growth(state, now); }
 
   // Records `cost` consumed here from `key`.
