@@ -101,17 +101,51 @@ bool ascii(std::string_view s) {
   return true;
 }
 
-// Bounds-checked reading of one message's fields.
+// Bounds-checked reading of one message's fields, accepting no encoding
+// protobuf refuses: it reads a tag or a length from at most five bytes
+// (ReadTag, ReadSize), and a length only below 2^31 less its 16 slop bytes.
 class Reader {
  public:
+  static constexpr int kMaxValueBytes = 10;
+  static constexpr int kMaxTagOrLengthBytes = 5;
+  static constexpr std::uint64_t kMaxLength = 0x7fffffff - 16;
+
   explicit Reader(std::string_view bytes)
       : p_(reinterpret_cast<const unsigned char*>(bytes.data())), end_(p_ + bytes.size()) {}
 
   bool done() const { return p_ == end_; }
 
-  bool varint(std::uint64_t& v) {
+  // A value: at most ten bytes, the tenth carrying only the top bit.
+  bool varint(std::uint64_t& v) { return varint_within(v, kMaxValueBytes); }
+
+  // Reads a tag; false at a malformed one or field number 0.
+  bool field(std::uint32_t& number, std::uint32_t& wire_type) {
+    std::uint64_t t;
+    if (!varint_within(t, kMaxTagOrLengthBytes) || (t >> 3) == 0 || (t >> 3) > 0x1fffffff) {
+      return false;
+    }
+    number = static_cast<std::uint32_t>(t >> 3);
+    wire_type = static_cast<std::uint32_t>(t & 7);
+    return true;
+  }
+
+  bool bytes(std::string_view& out) {
+    std::uint64_t n;
+    if (!varint_within(n, kMaxTagOrLengthBytes) || n > kMaxLength ||
+        n > static_cast<std::uint64_t>(end_ - p_)) {
+      return false;
+    }
+    out = std::string_view(reinterpret_cast<const char*>(p_), static_cast<std::size_t>(n));
+    p_ += n;
+    return true;
+  }
+
+  bool text(std::string_view& out) { return bytes(out) && ascii(out); }
+
+ private:
+  bool varint_within(std::uint64_t& v, int max_bytes) {
     v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
+    for (int i = 0, shift = 0; i < max_bytes; ++i, shift += 7) {
       if (p_ == end_) return false;
       const unsigned char b = *p_++;
       // The tenth byte may only carry the top bit.
@@ -122,26 +156,6 @@ class Reader {
     return false;
   }
 
-  // Reads a tag; false at a malformed one or field number 0.
-  bool field(std::uint32_t& number, std::uint32_t& wire_type) {
-    std::uint64_t t;
-    if (!varint(t) || (t >> 3) == 0 || (t >> 3) > 0x1fffffff) return false;
-    number = static_cast<std::uint32_t>(t >> 3);
-    wire_type = static_cast<std::uint32_t>(t & 7);
-    return true;
-  }
-
-  bool bytes(std::string_view& out) {
-    std::uint64_t n;
-    if (!varint(n) || n > static_cast<std::uint64_t>(end_ - p_)) return false;
-    out = std::string_view(reinterpret_cast<const char*>(p_), static_cast<std::size_t>(n));
-    p_ += n;
-    return true;
-  }
-
-  bool text(std::string_view& out) { return bytes(out) && ascii(out); }
-
- private:
   const unsigned char* p_;
   const unsigned char* end_;
 };

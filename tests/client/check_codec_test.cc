@@ -7,6 +7,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 #include "rlimit/v1/client.pb.h"
 #include "wire/frame.h"
@@ -210,6 +211,54 @@ TEST(CheckCodecTest, LeavesUncommonRequestsToProtobuf) {
   // The body twice: protobuf merges the two.
   const std::string body = check.SerializeAsString().substr(4);  // after version and id
   EXPECT_FALSE(decode_check_request(check.SerializeAsString() + body, view));
+}
+
+// Protobuf reads a tag or a length from at most five bytes (a length also
+// below 2^31 - 16, its slop guard); a longer encoding of the same number is
+// an error to it, so the codec must refuse it too. Found by fuzz_check_codec.
+TEST(CheckCodecTest, RefusesTagsAndLengthsLongerThanProtobufReads) {
+  v1::Request check;
+  check.set_version(v1::VERSION_1);
+  check.set_id(3);
+  check.mutable_check()->add_checks()->add_descriptors()->set_key("user");
+  const std::string good = check.SerializeAsString();
+  ASSERT_EQ(good.substr(0, 4), std::string("\x08\x01\x10\x03", 4));  // version, id
+  CheckRequestView view;
+  ASSERT_TRUE(decode_check_request(good, view));
+
+  // Each case: the same message with one varint written longer, and whether
+  // protobuf still reads it.
+  struct Case {
+    const char* what;
+    std::string payload;
+    bool protobuf_reads;
+  };
+  const std::string rest = good.substr(4);
+  const std::vector<Case> cases = {
+      {"version's tag in 5 bytes", std::string("\x88\x80\x80\x80\x00\x01", 6) + good.substr(2),
+       true},
+      {"version's tag in 6 bytes", std::string("\x88\x80\x80\x80\x80\x00\x01", 7) + good.substr(2),
+       false},
+      {"id in 10 bytes (a value, not a tag or length)",
+       std::string("\x08\x01\x10\x83\x80\x80\x80\x80\x80\x80\x80\x80\x00", 13) + rest, true},
+      {"body's length in 5 bytes",
+       std::string("\x08\x01\x10\x03\x1a", 5) +
+           std::string(1, static_cast<char>(0x80 | static_cast<unsigned char>(rest[1]))) +
+           std::string("\x80\x80\x80\x00", 4) + rest.substr(2),
+       true},
+      {"body's length in 6 bytes",
+       std::string("\x08\x01\x10\x03\x1a", 5) +
+           std::string(1, static_cast<char>(0x80 | static_cast<unsigned char>(rest[1]))) +
+           std::string("\x80\x80\x80\x80\x00", 5) + rest.substr(2),
+       false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::Request parsed;
+    ASSERT_EQ(parsed.ParseFromString(c.payload), c.protobuf_reads);  // the case is right
+    EXPECT_EQ(decode_check_request(c.payload, view), c.protobuf_reads);
+    if (c.protobuf_reads) expect_same(view, parsed);
+  }
 }
 
 // Damaged bytes: whatever the codec accepts, protobuf reads the same way.
