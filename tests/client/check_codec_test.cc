@@ -415,6 +415,23 @@ TEST(CheckCodecTest, DecodesCheckResponsesAndLeavesTheRestToProtobuf) {
   EXPECT_FALSE(decode_check_response(status.SerializeAsString(), view));
   EXPECT_FALSE(decode_check_response("", view));
 
+  // The response decoder (libclient's) reads tags and lengths as protobuf
+  // does too: 5 bytes at most.
+  v1::Response one;
+  one.set_id(9);
+  one.mutable_check()->add_results()->set_allowed(true);
+  const std::string good = one.SerializeAsString();
+  ASSERT_EQ(good.substr(0, 2), std::string("\x08\x09", 2));  // id first
+  const std::string tag_in_5 = std::string("\x88\x80\x80\x80\x00", 5) + good.substr(1);
+  const std::string tag_in_6 = std::string("\x88\x80\x80\x80\x80\x00", 6) + good.substr(1);
+  v1::Response parsed_5;
+  ASSERT_TRUE(parsed_5.ParseFromString(tag_in_5));
+  ASSERT_TRUE(decode_check_response(tag_in_5, view));
+  expect_same(view, parsed_5);
+  v1::Response parsed_6;
+  ASSERT_FALSE(parsed_6.ParseFromString(tag_in_6));
+  EXPECT_FALSE(decode_check_response(tag_in_6, view));
+
   int accepted = 0;
   for (int n = 0; n < 20'000; ++n) {
     std::string payload = random_response(rng).SerializeAsString();
