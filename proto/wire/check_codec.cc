@@ -145,7 +145,7 @@ class Reader {
  private:
   bool varint_within(std::uint64_t& v, int max_bytes) {
     v = 0;
-    for (int i = 0, shift = 0; i < max_bytes; ++i, shift += 7) {
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
       if (p_ == end_) return false;
       const unsigned char b = *p_++;
       // The tenth byte may only carry the top bit.
