@@ -859,7 +859,19 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     if (p.ledger_state != nullptr && p.ledger_state->share->count(now)) {
       rule_shares_of(p).dense_until_us = now + FairShare::kDenseMemoryUs;
     }
-    if (p.share_retry_us > 0) ++stats_.share_refused;
+    if (p.share_retry_us > 0) {
+      ++stats_.share_refused;
+      // The room this node's share refused, where the algorithm keeps it
+      // (a sliding window's credit: sliding_window.h). A key with no state
+      // here yet has nothing to note it in.
+      if (!charge && !p.token_bucket) {
+        if (p.in_table && p.cell != nullptr) {
+          note_share_refusal_cell(*p.cell, algorithm_scratch_[p.scratch].effective, now);
+        } else if (!p.in_table && p.state != nullptr) {
+          note_share_refusal_state(*p.state, algorithm_scratch_[p.scratch].effective, now);
+        }
+      }
+    }
     RuleCounters& counted = rule_counters_[p.rule == kNoRule ? rule_counters_.size() - 1 : p.rule];
     ++(p.decision.allowed ? counted.allowed : counted.denied);
     RuleVerdict& v = out.rules.emplace_back();

@@ -249,6 +249,14 @@ bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs n
   });
 }
 
+void note_share_refusal_cell(StateCell& cell, const AlgorithmParams& params, TimeUs now) {
+  on_cell<void>(params, [&]<class A>(const typename A::Params& p) {
+    if constexpr (requires { A::note_share_refusal(cell.as<typename A::State>(), p, now); }) {
+      A::note_share_refusal(cell.as<typename A::State>(), p, now);
+    }
+  });
+}
+
 RuleState fresh_state(const AlgorithmParams& params, TimeUs now) {
   return visit_algorithm<RuleState>(params, [&]<class A>(const typename A::Params& p) {
     return RuleState(A::fresh(p, now));
@@ -279,6 +287,14 @@ void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::i
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now) {
   return visit_algorithm<bool>(params, [&]<class A>(const typename A::Params& p) {
     return A::is_idle(std::get<typename A::State>(state), p, now);
+  });
+}
+
+void note_share_refusal_state(RuleState& state, const AlgorithmParams& params, TimeUs now) {
+  visit_algorithm<void>(params, [&]<class A>(const typename A::Params& p) {
+    if constexpr (requires { A::note_share_refusal(std::get<typename A::State>(state), p, now); }) {
+      A::note_share_refusal(std::get<typename A::State>(state), p, now);
+    }
   });
 }
 

@@ -85,6 +85,9 @@ alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int
 void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
                         TimeUs now);
 bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs now);
+// This node's fair share refused at `now` a request the algorithm had room
+// for (algorithm.h: note_share_refusal, where the algorithm has it).
+void note_share_refusal_cell(StateCell& cell, const AlgorithmParams& params, TimeUs now);
 
 // The calls of algorithm.h on a state kept in the StateTable. `params` must not hold BucketParams,
 // and `state` must be the one made by fresh() with the same params.
@@ -96,5 +99,6 @@ alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::i
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
                          TimeUs now);
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now);
+void note_share_refusal_state(RuleState& state, const AlgorithmParams& params, TimeUs now);
 
 }  // namespace rlimit::core

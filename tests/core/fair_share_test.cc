@@ -493,6 +493,62 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
                            return std::string(algorithm_name(info.param));
                          });
 
+// A sliding window is credited the room this node's share refused
+// (sliding_window.h, "Credit"): after a burst the share cut short, the
+// window's estimate later in the next window is lower than that of a node
+// that admitted as much with no share refusing.
+TEST(LimiterShareWindowTest, ASlidingWindowIsCreditedTheRoomItsShareRefused) {
+  const Descriptor d[] = {{"api", "search"}};
+  const auto make = [](std::uint32_t live) {
+    RuleSet rules;
+    rules.rules.push_back(shared_rule(Algorithm::kSlidingWindow, 1000));
+    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
+    limiter->enable_replication("self", 1, 0);
+    limiter->set_share_view(view_of(live));
+    return limiter;
+  };
+  const auto remaining_at = [&](Limiter& limiter, TimeUs now) {
+    CheckInput peek{d, 1, nullptr};
+    peek.mode = CheckMode::kPeek;
+    CheckOutput out;
+    limiter.check(peek, now, out);
+    return out.rules.at(0).remaining;
+  };
+  const auto spend = [&](Limiter& limiter, int tries) {
+    const std::string key(
+        [&] {
+          CheckInput peek{d, 1, nullptr};
+          peek.mode = CheckMode::kPeek;
+          CheckOutput out;
+          limiter.check(peek, kStart, out);
+          return std::string(out.rules.at(0).key);
+        }());
+    for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+    int admitted = 0;
+    for (int i = 0; i < tries; ++i) {
+      CheckInput input{d, 1, nullptr};
+      CheckOutput out;
+      limiter.check(input, kStart + 1, out);
+      admitted += out.allowed ? 1 : 0;
+    }
+    return admitted;
+  };
+  const auto shared = make(10);
+  const int admitted = spend(*shared, 500);
+  ASSERT_GT(shared->stats().share_refused, 0u);
+  ASSERT_LT(admitted, 500);
+  // As many admitted with no gate (one live node): no refusal, no credit.
+  const auto alone = make(1);
+  ASSERT_EQ(spend(*alone, admitted), admitted);
+  EXPECT_EQ(alone->stats().share_refused, 0u);
+  // At the next window's start the two agree; halfway through it the one
+  // whose share refused has the refused room back.
+  const TimeUs next = kStart + kUsPerSecond;
+  EXPECT_EQ(remaining_at(*shared, next), remaining_at(*alone, next));
+  EXPECT_GT(remaining_at(*shared, next + kUsPerSecond / 2),
+            remaining_at(*alone, next + kUsPerSecond / 2));
+}
+
 // A shadow rule admits what its share refuses, and says so.
 TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {
   AlgorithmOptions shadow;

@@ -20,6 +20,9 @@
 // into debt; debt is repaid the way each algorithm refills. is_idle() is true
 // when the state is indistinguishable from fresh(params, now) for every future
 // call, so the key (and, once peers agree, its counters) may be forgotten.
+// Optional: note_share_refusal(state, params, now), told when this node's
+// fair share refused a request the algorithm would have admitted (the
+// sliding window credits that room: sliding_window.h).
 //
 // Every call must pass the Params the state was made with; a rule whose
 // parameters change gets new keys (its fingerprint changes). Costs are in

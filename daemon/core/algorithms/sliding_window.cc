@@ -15,20 +15,24 @@ std::int64_t window_of(TimeUs now, std::int64_t period_us) {
 }
 
 // What the first edge carries of a window that counted `current` with
-// `overshoot` (units) noted: the count above the limit, or the overshoot as
-// far as the window left room under the limit (a window that reached its
-// limit anyway owes nothing: the excess only came earlier in it).
+// `overshoot` (units; < 0 a credit) noted: the count above the limit, or the
+// overshoot as far as the window left room under the limit (a window that
+// reached its limit anyway owes nothing: the excess only came earlier in
+// it), or minus the credit as far as the count stays within the limit.
 i128 carried_at_edge(i128 current, i128 overshoot, std::int64_t limit) {
-  return std::max<i128>(std::min({overshoot, current, limit - current}), current - limit);
+  if (current > limit) return current - limit;
+  if (overshoot < 0) return -std::min<i128>(-overshoot, limit - current);
+  return std::max<i128>(0, std::min({overshoot, current, limit - current}));
 }
 
 // Rolls (previous, current) forward by `windows` >= 1 edges: each edge moves
 // current into previous, at most `limit` of it, and carries the rest; the
-// first edge carries what carried_at_edge says.
+// first edge carries what carried_at_edge says (a credit: a negative count
+// in the next window, and as much more in the previous one).
 void roll(i128& previous, i128& current, i128 windows, std::int64_t limit, i128 overshoot = 0) {
   const i128 carried = carried_at_edge(current, overshoot, limit);
-  if (carried > 0) {
-    previous = current - carried;
+  if (carried != 0) {
+    previous = std::max<i128>(0, current - carried);
     current = carried;
     if (--windows == 0) return;
   }
@@ -36,17 +40,34 @@ void roll(i128& previous, i128& current, i128 windows, std::int64_t limit, i128 
   current = std::max<i128>(0, current - windows * limit);
 }
 
-// The overshoot a state holds, in units (rounded down), and the steps that
-// store `units` (0 <= units <= limit; rounded up).
-std::int64_t overshoot_units(std::int64_t steps, std::int64_t limit) {
-  if (steps == 0 || limit <= SlidingWindow::kOvershootSteps) return steps;
-  return static_cast<std::int64_t>(static_cast<i128>(steps) * limit /
-                                   SlidingWindow::kOvershootSteps);
+// The overshoot (> 0) or credit (< 0) a state holds, in units (rounded
+// towards 0), and the steps that store an overshoot of `units` (0 <= units
+// <= limit; rounded up) or a credit of `units` (rounded down).
+std::int64_t carry_units(std::int64_t steps, std::int64_t limit) {
+  if (steps < 0) return -carry_units(-steps, limit);
+  if (steps == 0 || limit <= SlidingWindow::kCarrySteps) return steps;
+  return static_cast<std::int64_t>(static_cast<i128>(steps) * limit / SlidingWindow::kCarrySteps);
 }
 std::int64_t overshoot_steps_of(std::int64_t units, std::int64_t limit) {
-  if (limit <= SlidingWindow::kOvershootSteps) return units;
+  if (limit <= SlidingWindow::kCarrySteps) return units;
   return static_cast<std::int64_t>(
-      detail::ceil_div(static_cast<i128>(units) * SlidingWindow::kOvershootSteps, limit));
+      detail::ceil_div(static_cast<i128>(units) * SlidingWindow::kCarrySteps, limit));
+}
+std::int64_t credit_steps_of(std::int64_t units, std::int64_t limit) {
+  if (limit <= SlidingWindow::kCarrySteps) return units;
+  return static_cast<std::int64_t>(static_cast<i128>(units) * SlidingWindow::kCarrySteps / limit);
+}
+
+// Consumption of `amount` counted in the window: it clears an overshoot
+// (demand went on, and the window's own refusals repay it: see commit) and
+// uses up as much of a credit (it took that room).
+void consumed_after_note(SlidingWindow::State& state, std::int64_t limit, std::int64_t amount) {
+  if (state.carry_steps >= 0) {
+    state.carry_steps = 0;
+    return;
+  }
+  const std::int64_t credit = -carry_units(state.carry_steps, limit) - amount;
+  state.carry_steps = credit > 0 ? -credit_steps_of(credit, limit) : 0;
 }
 
 // The estimate scaled by P at `offset` (0..P) into the state's window:
@@ -118,7 +139,7 @@ SlidingWindow::State SlidingWindow::at(const State& state, const Params& params,
   i128 previous = state.previous;
   i128 current = state.current;
   roll(previous, current, static_cast<i128>(window) - state.window, params.limit,
-       overshoot_units(state.overshoot_steps, params.limit));
+       carry_units(state.carry_steps, params.limit));
   return make_state(window, previous, current);
 }
 
@@ -138,12 +159,14 @@ Verdict SlidingWindow::evaluate(const State& state, const Params& params, std::i
   v.limit = params.limit;
   v.allowed = wanted <= capacity;
   const i128 held = v.allowed ? wanted : estimate;
-  v.remaining = detail::non_negative(detail::floor_div(capacity - held, period));
+  // At most the limit: a credit (a negative count) can leave more room.
+  v.remaining = std::min<std::int64_t>(
+      params.limit, detail::non_negative(detail::floor_div(capacity - held, period)));
   const i128 current = static_cast<i128>(s.current) + (v.allowed ? cost : 0);
   // What the window's edge carries (an admission clears the overshoot:
   // commit): then it takes as many windows more to leave as a count of its
   // size.
-  const i128 overshoot = overshoot_units(s.overshoot_steps, params.limit);
+  const i128 overshoot = carry_units(s.carry_steps, params.limit);
   const i128 carried = carried_at_edge(current, v.allowed && cost > 0 ? 0 : overshoot, params.limit);
   if (current == 0) {
     v.reset_after_us = s.previous == 0 ? 0 : detail::non_negative(start + period - now);
@@ -172,7 +195,7 @@ Ticket SlidingWindow::commit(State& state, const Params& params, std::int64_t co
   // estimate, which holds the excess, held it back since; the window's own
   // refusals repay it (carrying it too would charge it twice: a steady
   // Poisson load admitted 2.6% under one limiter).
-  if (cost > 0) state.overshoot_steps = 0;
+  if (cost > 0) consumed_after_note(state, params.limit, cost);
   return kNoTicket;
 }
 
@@ -188,13 +211,25 @@ void SlidingWindow::charge_remote(State& state, const Params& params, std::int64
   const i128 excess = scaled_estimate(state, std::min<i128>(raw_offset, period), period) -
                       static_cast<i128>(params.limit) * period;
   if (excess <= 0) {
-    if (amount > 0) state.overshoot_steps = 0;
+    if (amount > 0) consumed_after_note(state, params.limit, amount);
     return;
   }
   const std::int64_t units =
       static_cast<std::int64_t>(std::min<i128>(params.limit, (2 * excess + period) / (2 * period)));
   const std::int64_t steps = overshoot_steps_of(units, params.limit);
-  if (steps > state.overshoot_steps) state.overshoot_steps = steps;
+  if (steps > state.carry_steps) state.carry_steps = steps;
+}
+
+void SlidingWindow::note_share_refusal(State& state, const Params& params, TimeUs now) {
+  state = at(state, params, now);
+  const i128 period = params.period_us;
+  const i128 raw_offset = now - static_cast<i128>(state.window) * period;
+  if (raw_offset < 0) return;  // the clock is behind the state's window
+  const i128 room = static_cast<i128>(params.limit) * period -
+                    scaled_estimate(state, std::min<i128>(raw_offset, period), period);
+  const std::int64_t units =
+      static_cast<std::int64_t>(std::min<i128>(params.limit, detail::floor_div(room, period)));
+  if (units > 0) state.carry_steps = -credit_steps_of(units, params.limit);
 }
 
 bool SlidingWindow::is_idle(const State& state, const Params& params, TimeUs now) {

@@ -33,9 +33,27 @@
 // count above the limit, as far as the window left room under the limit:
 // at the window's edge it moves from the previous window into the next
 // window's count (weighted 1), and is repaid in full. A single node in hard
-// mode never overshoots: no change there. Kept in 11 bits: exact for limits
-// up to 2047, else in steps of limit / 2047 (rounded up when stored, down
-// when carried).
+// mode never overshoots: no change there.
+//
+// Credit (the overshoot's mirror): a node's fair share (core/fair_share.h)
+// can refuse a request the window had room for; if demand then stops, the
+// cluster admitted less than one limiter would have, and a window does not
+// keep unused room the way a bucket keeps unspent tokens. Carrying only
+// overshoots would then repay every burst that came out above the room and
+// none that came out below: rounding many small shares puts a burst a few
+// requests either side of the room, and the one-sided carry turned that
+// noise into a loss (aligned bursts on 200 nodes, 40 s: -0.94%, seeds 1-8;
+// docs/cluster.md, "A window's credit"). So the room a fair share refused,
+// as known then (note_share_refusal), is noted as a credit, lowered by
+// every consumption counted after it (own or in news: the room it took) and
+// replaced by an overshoot that later news reveals; at the edge it moves
+// from the next window's count into the previous one's (counted as if
+// admitted where it was refused, and given back in the next window), as
+// far as the previous count stays within the limit.
+//
+// Kept in 12 signed bits (`carry_steps`: > 0 an overshoot, < 0 a credit):
+// exact for limits up to 2047, else in steps of limit / 2047 (an overshoot
+// rounded up when stored and down when carried, a credit rounded down).
 #pragma once
 
 #include <cstdint>
@@ -51,15 +69,16 @@ struct SlidingWindow {
 
     friend bool operator==(const Params&, const Params&) = default;
   };
-  // Steps of the stored overshoot (11 bits, 0..kOvershootSteps).
-  static constexpr std::int64_t kOvershootSteps = 2047;
+  // Steps of the stored overshoot or credit (-kCarrySteps..kCarrySteps).
+  static constexpr std::int64_t kCarrySteps = 2047;
   struct State {
     std::int64_t window = 0;  // index of the current window
     // Units in window - 1 (at most limit <= 2^50); a bit-field so that the
     // overshoot fits beside it and the state in a 24-byte StateCell.
     std::int64_t previous : 52 = 0;
-    // The window's largest overshoot so far, in steps (see above).
-    std::int64_t overshoot_steps : 12 = 0;
+    // What the window's edge carries, in steps (see above): > 0 the largest
+    // overshoot so far, < 0 a credit.
+    std::int64_t carry_steps : 12 = 0;
     std::int64_t current = 0;  // units in window (plus carried debt)
   };
   static Replication replication(const Params&) { return Replication::kApproximate; }
@@ -79,6 +98,10 @@ struct SlidingWindow {
   // nothing.
   static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs now);
   static bool is_idle(const State& state, const Params& params, TimeUs now);
+  // This node's fair share refused at `now` a request the window had room
+  // for: the room, as the state knows it now, is noted as a credit (above),
+  // replacing what was noted before.
+  static void note_share_refusal(State& state, const Params& params, TimeUs now);
 
   // The state rolled forward to now's window (never backward, unless both
   // counts are 0).

@@ -22,7 +22,7 @@ constexpr std::int64_t kMinute = 60 * kUsPerSecond;
 // previous minute's weight has fallen enough.
 TEST(SlidingWindowTest, CloudflareExample) {
   const SlidingWindow::Params p{50, kMinute};
-  const SlidingWindow::State s{.window = 1, .previous = 42, .overshoot_steps = 0, .current = 18};
+  const SlidingWindow::State s{.window = 1, .previous = 42, .carry_steps = 0, .current = 18};
   const TimeUs now = kMinute + 15 * kUsPerSecond;
   const Verdict peek = SlidingWindow::evaluate(s, p, 0, now);
   EXPECT_TRUE(peek.allowed);
@@ -198,15 +198,15 @@ TEST(SlidingWindowTest, AnOvershootOnNewsIsCarriedIntoTheNextWindow) {
   SlidingWindow::State s = full_then_40(p);
   // News of 30 more at 1.6 s: 100 * 0.4 + 70 = 110, 10 over.
   SlidingWindow::charge_remote(s, p, 30, 1'600'000);
-  EXPECT_EQ(s.overshoot_steps, 10);
+  EXPECT_EQ(s.carry_steps, 10);
   EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, 1'600'000).allowed);
   // News that leaves the estimate within the limit notes nothing more.
   SlidingWindow::charge_remote(s, p, 0, 1'900'000);
-  EXPECT_EQ(s.overshoot_steps, 10);
+  EXPECT_EQ(s.carry_steps, 10);
   const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
   EXPECT_EQ(next.previous, 60);
   EXPECT_EQ(next.current, 10);
-  EXPECT_EQ(next.overshoot_steps, 0);
+  EXPECT_EQ(next.carry_steps, 0);
   // Two windows on, it has been counted as an ordinary count.
   const SlidingWindow::State later = SlidingWindow::at(s, p, 3 * kUsPerSecond);
   EXPECT_EQ(later.previous, 10);
@@ -225,7 +225,7 @@ TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
     SCOPED_TRACE(own);
     SlidingWindow::State s = full_then_40(p);
     SlidingWindow::charge_remote(s, p, 30, 1'600'000);  // 10 over
-    ASSERT_EQ(s.overshoot_steps, 10);
+    ASSERT_EQ(s.carry_steps, 10);
     // Refused until 1.7 s; at 1.99 s 100 * 0.01 + 70 leaves room for 29.
     EXPECT_FALSE(SlidingWindow::evaluate(s, p, 1, 1'699'999).allowed);
     ASSERT_TRUE(SlidingWindow::evaluate(s, p, 29, 1'990'000).allowed);
@@ -234,7 +234,7 @@ TEST(SlidingWindowTest, AnOvershootIsNotCarriedOnceTheWindowAdmitsAgain) {
     } else {
       SlidingWindow::charge_remote(s, p, 29, 1'990'000);
     }
-    EXPECT_EQ(s.overshoot_steps, 0);
+    EXPECT_EQ(s.carry_steps, 0);
     const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
     EXPECT_EQ(next.previous, 99);
     EXPECT_EQ(next.current, 0);
@@ -251,12 +251,12 @@ TEST(SlidingWindowTest, NewsIsMeasuredAtTheTimeItHappened) {
   // 30 more that happened at 1.55 s: 100 * 0.45 + 70 = 115, 15 over then
   // (at 1.6 s it would read 10).
   SlidingWindow::charge_remote(s, p, 30, 1'550'000);
-  EXPECT_EQ(s.overshoot_steps, 15);
+  EXPECT_EQ(s.carry_steps, 15);
   SlidingWindow::State later = full_then_40(p);
   // News of 0.9 s, from the previous window: counted in this one, no note.
   SlidingWindow::charge_remote(later, p, 30, 900'000);
   EXPECT_EQ(later.current, 70);
-  EXPECT_EQ(later.overshoot_steps, 0);
+  EXPECT_EQ(later.carry_steps, 0);
 }
 
 // An overshoot is carried only as far as the window left room under the
@@ -265,7 +265,7 @@ TEST(SlidingWindowTest, AnOvershootIsCarriedOnlyAsFarAsTheWindowLeftRoom) {
   const SlidingWindow::Params p{100, kUsPerSecond};
   SlidingWindow::State s = full_then_40(p);
   SlidingWindow::charge_remote(s, p, 55, 1'600'000);  // 100 * 0.4 + 95: 35 over
-  ASSERT_EQ(s.overshoot_steps, 35);
+  ASSERT_EQ(s.carry_steps, 35);
   const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
   EXPECT_EQ(next.previous, 90);
   EXPECT_EQ(next.current, 5);
@@ -278,20 +278,102 @@ TEST(SlidingWindowTest, AnOvershootAboveTheLimitsStepsIsRoundedUpThenDown) {
   SlidingWindow::commit(s, p, 400'000, 1'500'000);
   SlidingWindow::charge_remote(s, p, 101'234, 1'500'000);  // 500,000 + 501,234: 1,234 over
   // ceil(1234 * 2047 / 10^6) = 3 steps, carried as floor(3 * 10^6 / 2047).
-  EXPECT_EQ(s.overshoot_steps, 3);
+  EXPECT_EQ(s.carry_steps, 3);
   const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
   EXPECT_EQ(next.current, 1'465);
   EXPECT_EQ(next.previous, 501'234 - 1'465);
   // At most the limit is stored; a count above the limit is carried as ever.
   SlidingWindow::State big = SlidingWindow::fresh(p, 0);
   SlidingWindow::charge_remote(big, p, 5'000'000, 0);
-  EXPECT_EQ(big.overshoot_steps, SlidingWindow::kOvershootSteps);
+  EXPECT_EQ(big.carry_steps, SlidingWindow::kCarrySteps);
   EXPECT_EQ(SlidingWindow::at(big, p, kUsPerSecond).current, 4'000'000);
+}
+
+// A fair share refused what the window had room for (sliding_window.h,
+// "Credit"): the room, as known then, moves at the edge from the next
+// window's count into the previous one's, as if admitted where it was
+// refused, and is given back in the next window; unused there, it lapses.
+TEST(SlidingWindowTest, RoomAShareRefusedIsCreditedAtTheEdge) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = full_then_40(p);
+  // At 1.5 s: 100 * 0.5 + 40 = 90, room for 10.
+  SlidingWindow::note_share_refusal(s, p, 1'500'000);
+  EXPECT_EQ(s.carry_steps, -10);
+  const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.previous, 50);
+  EXPECT_EQ(next.current, -10);
+  EXPECT_EQ(next.carry_steps, 0);
+  // At the edge as without it (50 - 10 = 40); by 2.5 s room for 85, not 80.
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 2 * kUsPerSecond).remaining, 60);
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 2'500'000).remaining, 85);
+  // Given back when used there: the next edge counts what was admitted
+  // less the credit.
+  SlidingWindow::State used = next;
+  SlidingWindow::commit(used, p, 70, 2'500'000);
+  EXPECT_EQ(SlidingWindow::at(used, p, 3 * kUsPerSecond).previous, 60);
+  // Unused, it lapses: no count is left below zero.
+  const SlidingWindow::State later = SlidingWindow::at(s, p, 3 * kUsPerSecond);
+  EXPECT_EQ(later.previous, 0);
+  EXPECT_EQ(later.current, 0);
+  EXPECT_TRUE(SlidingWindow::is_idle(s, p, 3 * kUsPerSecond));
+  // The room a credit leaves is reported as at most the limit.
+  EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 2'999'999).remaining, 100);
+}
+
+// Consumption counted after the note took that room: own admissions and news
+// within the limit lower the credit; news that reveals an overshoot replaces
+// it, and a later refusal replaces that with the room as known then.
+TEST(SlidingWindowTest, ACreditIsUsedUpByLaterConsumptionOrReplaced) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = full_then_40(p);
+  SlidingWindow::note_share_refusal(s, p, 1'500'000);  // room for 10
+  SlidingWindow::commit(s, p, 4, 1'600'000);
+  EXPECT_EQ(s.carry_steps, -6);
+  SlidingWindow::charge_remote(s, p, 3, 1'600'000);  // 100 * 0.4 + 47: within the limit
+  EXPECT_EQ(s.carry_steps, -3);
+  SlidingWindow::charge_remote(s, p, 3, 1'600'000);
+  EXPECT_EQ(s.carry_steps, 0);
+  SlidingWindow::note_share_refusal(s, p, 1'700'000);  // 100 * 0.3 + 50: room for 20
+  EXPECT_EQ(s.carry_steps, -20);
+  SlidingWindow::charge_remote(s, p, 30, 1'550'000);  // 100 * 0.45 + 80: 25 over then
+  EXPECT_EQ(s.carry_steps, 25);
+  SlidingWindow::note_share_refusal(s, p, 1'950'000);  // 100 * 0.05 + 80: room for 15
+  EXPECT_EQ(s.carry_steps, -15);
+  // No room, or a clock behind the window: nothing noted.
+  SlidingWindow::State full = SlidingWindow::fresh(p, 0);
+  SlidingWindow::commit(full, p, 100, 0);
+  SlidingWindow::note_share_refusal(full, p, 500'000);
+  EXPECT_EQ(full.carry_steps, 0);
+  SlidingWindow::State ahead = full_then_40(p);
+  SlidingWindow::note_share_refusal(ahead, p, 900'000);
+  EXPECT_EQ(ahead.carry_steps, 0);
+}
+
+// Carried only as far as the previous count stays within the limit; above
+// the limit's steps a credit is rounded down, stored and carried.
+TEST(SlidingWindowTest, ACreditIsBoundedByTheLimitAndRoundedDown) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  const SlidingWindow::State s{.window = 1, .previous = 0, .carry_steps = -50, .current = 80};
+  const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.previous, 100);
+  EXPECT_EQ(next.current, -20);
+
+  const SlidingWindow::Params big{1'000'000, kUsPerSecond};
+  SlidingWindow::State b = SlidingWindow::fresh(big, 0);
+  SlidingWindow::commit(b, big, 1'000'000, 0);
+  SlidingWindow::commit(b, big, 400'000, 1'500'000);
+  // Room for 100,000: floor(100,000 * 2047 / 10^6) = 204 steps, carried as
+  // floor(204 * 10^6 / 2047) = 99,658.
+  SlidingWindow::note_share_refusal(b, big, 1'500'000);
+  EXPECT_EQ(b.carry_steps, -204);
+  const SlidingWindow::State after = SlidingWindow::at(b, big, 2 * kUsPerSecond);
+  EXPECT_EQ(after.current, -99'658);
+  EXPECT_EQ(after.previous, 400'000 + 99'658);
 }
 
 TEST(SlidingWindowTest, ClockSteppingBackWeighsThePreviousWindowFully) {
   const SlidingWindow::Params p{10, kUsPerSecond};
-  SlidingWindow::State s{.window = 5, .previous = 10, .overshoot_steps = 0, .current = 0};
+  SlidingWindow::State s{.window = 5, .previous = 10, .carry_steps = 0, .current = 0};
   // At 5.9 s, 10 * 0.1 = 1 of the previous window still counts.
   EXPECT_EQ(SlidingWindow::evaluate(s, p, 0, 5'900'000).remaining, 9);
   // Back to 4.5 s (before the state's window): counted as 5.0 s, all of it.
