@@ -55,6 +55,24 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingLogAt50And200Nodes) {
   }
 }
 
+// A sliding window at 200 nodes, over 40 s: within 1% of the ideal since it
+// is credited the room its shares refused (sliding_window.h, "Credit";
+// -1.17% before, seed 1; seeds 1-8 -0.31..+0.92%, docs/cluster.md). Its
+// fewest later window, 0.39-0.50 x over seeds 1-8 (0.50 for this seed), is
+// mostly below the 0.5 (docs/cluster.md, "Where the rest goes"):
+// bounded here below the seeds' range.
+TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
+  const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"40s\"",
+                                            "rule.0.algorithm=\"sliding_window\""}),
+                        1);
+  const double limit = r.limit_per_window();
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit);
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.35 * limit);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_GT(r.core.share_refused, 0u);
+}
+
 // 200 nodes: the probe of the new key shares 1 in 2 requests among them.
 TEST(FairShareSimTest, AlignedBurstsAt200Nodes) {
   const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"12s\""}), 1);
