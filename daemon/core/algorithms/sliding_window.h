@@ -43,7 +43,7 @@
 // none that came out below: rounding many small shares puts a burst a few
 // requests either side of the room, and the one-sided carry turned that
 // noise into a loss (aligned bursts on 200 nodes, 40 s: -0.94%, seeds 1-8;
-// docs/cluster.md, "A window's credit"). So the room a fair share refused,
+// docs/cluster.md, "Fair shares": the credit). So the room a fair share refused,
 // as known then (note_share_refusal), is noted as a credit, lowered by
 // every consumption counted after it (own or in news: the room it took) and
 // replaced by an overshoot that later news reveals; at the edge it moves
@@ -74,12 +74,14 @@ struct SlidingWindow {
   struct State {
     std::int64_t window = 0;  // index of the current window
     // Units in window - 1 (at most limit <= 2^50); a bit-field so that the
-    // overshoot fits beside it and the state in a 24-byte StateCell.
+    // carry fits beside it and the state in a 24-byte StateCell.
     std::int64_t previous : 52 = 0;
     // What the window's edge carries, in steps (see above): > 0 the largest
     // overshoot so far, < 0 a credit.
     std::int64_t carry_steps : 12 = 0;
-    std::int64_t current = 0;  // units in window (plus carried debt)
+    // Units in window, plus carried debt or an overshoot, less a credit
+    // (then possibly below 0).
+    std::int64_t current = 0;
   };
   static Replication replication(const Params&) { return Replication::kApproximate; }
 
