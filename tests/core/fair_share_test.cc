@@ -370,40 +370,44 @@ Rule shared_rule(Algorithm algorithm, std::int64_t limit, AlgorithmOptions optio
 // per horizon, refuses the rest with retry_after the epoch's end and
 // nothing remaining, for every replicated algorithm; a key only this node
 // spends on is not gated; peeks and costs of 0 change nothing.
+// A replicated limiter with shared_rule(algorithm, 1000) among `live` nodes.
+std::unique_ptr<Limiter> make_shared_limiter(Algorithm algorithm, std::uint32_t live = 10) {
+  AlgorithmOptions options;
+  if (algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp) {
+    options.max_delay_us = 0;  // a rate limit, not a scheduler
+  }
+  RuleSet rules;
+  rules.rules.push_back(shared_rule(algorithm, 1000, options));
+  auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
+  limiter->enable_replication("self", 1, 0);
+  limiter->set_share_view(view_of(live));
+  return limiter;
+}
+
+// A check of api=search.
+CheckOutput check_search(Limiter& limiter, TimeUs now, std::int64_t cost = 1,
+                         CheckMode mode = CheckMode::kCheck) {
+  const Descriptor d[] = {{"api", "search"}};
+  CheckInput input{d, cost, nullptr};
+  input.mode = mode;
+  CheckOutput out;
+  limiter.check(input, now, out);
+  return out;
+}
+
 class LimiterShareTest : public ::testing::TestWithParam<Algorithm> {
  protected:
-  static std::unique_ptr<Limiter> make(Algorithm algorithm) {
-    AlgorithmOptions options;
-    if (algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp) {
-      options.max_delay_us = 0;  // a rate limit, not a scheduler
-    }
-    RuleSet rules;
-    rules.rules.push_back(shared_rule(algorithm, 1000, options));
-    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
-    limiter->enable_replication("self", 1, 0);
-    limiter->set_share_view(view_of(10));
-    return limiter;
-  }
   std::unique_ptr<Limiter> owned_;
   Limiter* make_owned(Algorithm algorithm) {
-    owned_ = make(algorithm);
+    owned_ = make_shared_limiter(algorithm);
     return owned_.get();
-  }
-  static CheckOutput check(Limiter& limiter, TimeUs now, std::int64_t cost = 1,
-                           CheckMode mode = CheckMode::kCheck) {
-    const Descriptor d[] = {{"api", "search"}};
-    CheckInput input{d, cost, nullptr};
-    input.mode = mode;
-    CheckOutput out;
-    limiter.check(input, now, out);
-    return out;
   }
 };
 
 TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   Limiter& limiter = *make_owned(GetParam());
   // The key's bytes, from a peek.
-  const std::string key(check(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
   // Nine peers spent on it within the last seconds (a token each).
   for (int i = 1; i <= 9; ++i) {
     limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
@@ -411,7 +415,7 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   int admitted = 0;
   CheckOutput refused;
   for (int i = 0; i < 500; ++i) {
-    const CheckOutput out = check(limiter, kStart + 1);
+    const CheckOutput out = check_search(limiter, kStart + 1);
     if (out.allowed) {
       ++admitted;
     } else if (refused.rules.empty()) {
@@ -439,7 +443,7 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   // The next epoch shares out again, by what each spent since: only this
   // node did, so most of it is this node's.
   int next = 0;
-  for (int i = 0; i < 500; ++i) next += check(limiter, kStart + 1 + kHorizonUs).allowed ? 1 : 0;
+  for (int i = 0; i < 500; ++i) next += check_search(limiter, kStart + 1 + kHorizonUs).allowed ? 1 : 0;
   EXPECT_GT(next, 200);
   EXPECT_EQ(limiter.stats().share_epochs, 2u);
 }
@@ -450,15 +454,15 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
 // as the epochs of nodes whose burst starts with a peer's news do.
 TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
   Limiter& limiter = *make_owned(GetParam());
-  const std::string key(check(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
   for (int i = 1; i <= 9; ++i) {
     limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
   }
-  check(limiter, kStart + 1);  // 1 us after the peers' news: no quiet spell, no wake
+  check_search(limiter, kStart + 1);  // 1 us after the peers' news: no quiet spell, no wake
   EXPECT_EQ(limiter.stats().share_wake_epochs, 0u);
   const TimeUs burst = kStart + 1 + 10 * kHorizonUs;  // after a quiet second
-  check(limiter, burst);
-  check(limiter, burst + 1);  // the same epoch
+  check_search(limiter, burst);
+  check_search(limiter, burst + 1);  // the same epoch
   EXPECT_EQ(limiter.stats().share_epochs, 2u);
   const bool repays =
       GetParam() != Algorithm::kSlidingWindow && GetParam() != Algorithm::kSlidingLog;
@@ -467,10 +471,10 @@ TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
 
 TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
   Limiter& limiter = *make_owned(GetParam());
-  ASSERT_TRUE(check(limiter, kStart).allowed);  // the probe's first
+  ASSERT_TRUE(check_search(limiter, kStart).allowed);  // the probe's first
   // No news of another node: after the probe, the whole burst at once.
   int admitted = 0;
-  for (int i = 0; i < 1200; ++i) admitted += check(limiter, kStart + kHorizonUs).allowed ? 1 : 0;
+  for (int i = 0; i < 1200; ++i) admitted += check_search(limiter, kStart + kHorizonUs).allowed ? 1 : 0;
   EXPECT_GE(admitted, 900);
   EXPECT_EQ(limiter.stats().share_probes, 1u);
 }
@@ -478,8 +482,8 @@ TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
 TEST_P(LimiterShareTest, PeeksAndCostsOfZeroPassNoGate) {
   Limiter& limiter = *make_owned(GetParam());
   for (int i = 0; i < 10; ++i) {
-    EXPECT_TRUE(check(limiter, kStart, 1, CheckMode::kPeek).allowed);
-    EXPECT_TRUE(check(limiter, kStart, 0).allowed);
+    EXPECT_TRUE(check_search(limiter, kStart, 1, CheckMode::kPeek).allowed);
+    EXPECT_TRUE(check_search(limiter, kStart, 0).allowed);
   }
   EXPECT_EQ(limiter.stats().share_epochs, 0u);
 }
@@ -498,47 +502,23 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
 // window's estimate later in the next window is lower than that of a node
 // that admitted as much with no share refusing.
 TEST(LimiterShareWindowTest, ASlidingWindowIsCreditedTheRoomItsShareRefused) {
-  const Descriptor d[] = {{"api", "search"}};
-  const auto make = [](std::uint32_t live) {
-    RuleSet rules;
-    rules.rules.push_back(shared_rule(Algorithm::kSlidingWindow, 1000));
-    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
-    limiter->enable_replication("self", 1, 0);
-    limiter->set_share_view(view_of(live));
-    return limiter;
+  const auto remaining_at = [](Limiter& limiter, TimeUs now) {
+    return check_search(limiter, now, 1, CheckMode::kPeek).rules.at(0).remaining;
   };
-  const auto remaining_at = [&](Limiter& limiter, TimeUs now) {
-    CheckInput peek{d, 1, nullptr};
-    peek.mode = CheckMode::kPeek;
-    CheckOutput out;
-    limiter.check(peek, now, out);
-    return out.rules.at(0).remaining;
-  };
-  const auto spend = [&](Limiter& limiter, int tries) {
-    const std::string key(
-        [&] {
-          CheckInput peek{d, 1, nullptr};
-          peek.mode = CheckMode::kPeek;
-          CheckOutput out;
-          limiter.check(peek, kStart, out);
-          return std::string(out.rules.at(0).key);
-        }());
+  // Nine peers' news, then `tries` requests: how many were admitted.
+  const auto spend = [](Limiter& limiter, int tries) {
+    const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
     for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
     int admitted = 0;
-    for (int i = 0; i < tries; ++i) {
-      CheckInput input{d, 1, nullptr};
-      CheckOutput out;
-      limiter.check(input, kStart + 1, out);
-      admitted += out.allowed ? 1 : 0;
-    }
+    for (int i = 0; i < tries; ++i) admitted += check_search(limiter, kStart + 1).allowed ? 1 : 0;
     return admitted;
   };
-  const auto shared = make(10);
+  const auto shared = make_shared_limiter(Algorithm::kSlidingWindow);
   const int admitted = spend(*shared, 500);
   ASSERT_GT(shared->stats().share_refused, 0u);
   ASSERT_LT(admitted, 500);
   // As many admitted with no gate (one live node): no refusal, no credit.
-  const auto alone = make(1);
+  const auto alone = make_shared_limiter(Algorithm::kSlidingWindow, 1);
   ASSERT_EQ(spend(*alone, admitted), admitted);
   EXPECT_EQ(alone->stats().share_refused, 0u);
   // At the next window's start the two agree; halfway through it the one

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <optional>
 
 namespace rlimit::core::algorithms {
 namespace {
@@ -48,14 +49,12 @@ std::int64_t carry_units(std::int64_t steps, std::int64_t limit) {
   if (steps == 0 || limit <= SlidingWindow::kCarrySteps) return steps;
   return static_cast<std::int64_t>(static_cast<i128>(steps) * limit / SlidingWindow::kCarrySteps);
 }
-std::int64_t overshoot_steps_of(std::int64_t units, std::int64_t limit) {
+enum class Round { kUp, kDown };
+std::int64_t carry_steps_of(std::int64_t units, std::int64_t limit, Round round) {
   if (limit <= SlidingWindow::kCarrySteps) return units;
-  return static_cast<std::int64_t>(
-      detail::ceil_div(static_cast<i128>(units) * SlidingWindow::kCarrySteps, limit));
-}
-std::int64_t credit_steps_of(std::int64_t units, std::int64_t limit) {
-  if (limit <= SlidingWindow::kCarrySteps) return units;
-  return static_cast<std::int64_t>(static_cast<i128>(units) * SlidingWindow::kCarrySteps / limit);
+  const i128 scaled = static_cast<i128>(units) * SlidingWindow::kCarrySteps;
+  return static_cast<std::int64_t>(round == Round::kUp ? detail::ceil_div(scaled, limit)
+                                                       : scaled / limit);
 }
 
 // Consumption of `amount` counted in the window: it clears an overshoot
@@ -67,13 +66,24 @@ void consumed_after_note(SlidingWindow::State& state, std::int64_t limit, std::i
     return;
   }
   const std::int64_t credit = -carry_units(state.carry_steps, limit) - amount;
-  state.carry_steps = credit > 0 ? -credit_steps_of(credit, limit) : 0;
+  state.carry_steps = credit > 0 ? -carry_steps_of(credit, limit, Round::kDown) : 0;
 }
 
 // The estimate scaled by P at `offset` (0..P) into the state's window:
 // previous * (P - offset) + current * P.
 i128 scaled_estimate(const SlidingWindow::State& s, i128 offset, i128 period) {
   return static_cast<i128>(s.previous) * (period - offset) + static_cast<i128>(s.current) * period;
+}
+
+// The estimate's excess over the limit at `now` (scaled by P; < 0: room),
+// for a state rolled to now's window; none when the clock is behind it.
+std::optional<i128> scaled_excess(const SlidingWindow::State& s,
+                                  const SlidingWindow::Params& params, TimeUs now) {
+  const i128 period = params.period_us;
+  const i128 raw_offset = now - static_cast<i128>(s.window) * period;
+  if (raw_offset < 0) return std::nullopt;
+  return scaled_estimate(s, std::min<i128>(raw_offset, period), period) -
+         static_cast<i128>(params.limit) * period;
 }
 
 SlidingWindow::State make_state(std::int64_t window, i128 previous, i128 current) {
@@ -205,31 +215,26 @@ void SlidingWindow::charge_remote(State& state, const Params& params, std::int64
   state = at(state, params, now);
   state.current = std::min(state.current + amount, kMaxCount);
   // The estimate's excess over the limit now, to the nearest unit.
-  const i128 period = params.period_us;
-  const i128 raw_offset = now - static_cast<i128>(state.window) * period;
-  if (raw_offset < 0) return;  // news from an earlier window, counted in this one
-  const i128 excess = scaled_estimate(state, std::min<i128>(raw_offset, period), period) -
-                      static_cast<i128>(params.limit) * period;
-  if (excess <= 0) {
+  const std::optional<i128> excess = scaled_excess(state, params, now);
+  if (!excess) return;  // news from an earlier window, counted in this one
+  if (*excess <= 0) {
     if (amount > 0) consumed_after_note(state, params.limit, amount);
     return;
   }
-  const std::int64_t units =
-      static_cast<std::int64_t>(std::min<i128>(params.limit, (2 * excess + period) / (2 * period)));
-  const std::int64_t steps = overshoot_steps_of(units, params.limit);
+  const i128 period = params.period_us;
+  const std::int64_t units = static_cast<std::int64_t>(
+      std::min<i128>(params.limit, (2 * *excess + period) / (2 * period)));
+  const std::int64_t steps = carry_steps_of(units, params.limit, Round::kUp);
   if (steps > state.carry_steps) state.carry_steps = steps;
 }
 
 void SlidingWindow::note_share_refusal(State& state, const Params& params, TimeUs now) {
   state = at(state, params, now);
-  const i128 period = params.period_us;
-  const i128 raw_offset = now - static_cast<i128>(state.window) * period;
-  if (raw_offset < 0) return;  // the clock is behind the state's window
-  const i128 room = static_cast<i128>(params.limit) * period -
-                    scaled_estimate(state, std::min<i128>(raw_offset, period), period);
-  const std::int64_t units =
-      static_cast<std::int64_t>(std::min<i128>(params.limit, detail::floor_div(room, period)));
-  if (units > 0) state.carry_steps = -credit_steps_of(units, params.limit);
+  const std::optional<i128> excess = scaled_excess(state, params, now);
+  if (!excess) return;  // the clock is behind the state's window
+  const std::int64_t units = static_cast<std::int64_t>(
+      std::min<i128>(params.limit, detail::floor_div(-*excess, params.period_us)));
+  if (units > 0) state.carry_steps = -carry_steps_of(units, params.limit, Round::kDown);
 }
 
 bool SlidingWindow::is_idle(const State& state, const Params& params, TimeUs now) {
