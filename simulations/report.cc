@@ -179,6 +179,11 @@ void print_table(const Results& r, std::ostream& out) {
         "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
             " (of those whose demand reached the limit and the ideal half of it)");
   }
+  if (r.ideal_least_window >= 0) {
+    row(out, "the ideal's fewest in a later window", std::to_string(r.ideal_least_window),
+        "at " + format_seconds(r.ideal_least_window_at_us) + ", " +
+            limits(r.ideal_least_window) + " (of those whose demand reached the limit)");
+  }
   const auto key_window = [&](const char* label, const KeyWindowFigure& f) {
     if (f.key.empty()) return;
     row(out, label, std::to_string(f.admitted),
@@ -322,6 +327,8 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"worst_window_admitted_at_s\": " << num(seconds(r.worst_window_at_us)) << ",\n";
   out << "  \"least_window_admitted_tokens\": " << r.least_window_admitted << ",\n";
   out << "  \"least_window_admitted_at_s\": " << num(seconds(r.least_window_at_us)) << ",\n";
+  out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";
+  out << "  \"ideal_least_window_at_s\": " << num(seconds(r.ideal_least_window_at_us)) << ",\n";
   const auto key_json = [&](const char* name, const KeyWindowFigure& f) {
     out << "  \"" << name << "\": {\"value\": " << num(f.value) << ", \"admitted_tokens\": "
         << f.admitted << ", \"ideal_tokens\": " << f.ideal

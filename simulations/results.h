@@ -138,6 +138,12 @@ struct Results {
   TimeUs worst_window_at_us = 0;
   std::int64_t least_window_admitted = -1;
   TimeUs least_window_at_us = 0;
+  // The fewest the perfect limiter admitted in a later window whose
+  // arrivals reached the limit (-1 if none did): where the algorithm itself
+  // admits less than half the limit (a sliding window under aligned bursts,
+  // warming up while cold), the cluster's fewest above cannot reach half.
+  std::int64_t ideal_least_window = -1;
+  TimeUs ideal_least_window_at_us = 0;
   // Per key (per stream when its keys share one limit; key_windows.h), in
   // the windows that start within a window of the key's first admission
   // (cold) and in the later ones: the most one key admitted in a window as a

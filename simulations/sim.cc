@@ -746,8 +746,13 @@ class Simulation {
         r_.worst_window_at_us = at;
       }
       const double arrivals = static_cast<double>(arrivals_prefix[end] - arrivals_prefix[j]);
-      const double ideal = static_cast<double>(ideal_prefix[end] - ideal_prefix[j]);
-      if (arrivals >= r_.limit_per_window() && ideal >= 0.5 * r_.limit_per_window() &&
+      if (arrivals < r_.limit_per_window()) continue;
+      const std::int64_t ideal_admitted = ideal_prefix[end] - ideal_prefix[j];
+      if (r_.ideal_least_window < 0 || ideal_admitted < r_.ideal_least_window) {
+        r_.ideal_least_window = ideal_admitted;
+        r_.ideal_least_window_at_us = at;
+      }
+      if (static_cast<double>(ideal_admitted) >= 0.5 * r_.limit_per_window() &&
           (r_.least_window_admitted < 0 || admitted < r_.least_window_admitted)) {
         r_.least_window_admitted = admitted;
         r_.least_window_at_us = at;

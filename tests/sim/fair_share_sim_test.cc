@@ -71,6 +71,11 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
   EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.35 * limit);
   EXPECT_LE(std::abs(r.error_ratio()), 0.01);
   EXPECT_GT(r.core.share_refused, 0u);
+  // One perfect sliding window itself admits less than half the limit in
+  // some windows of full demand (its estimate weighs the previous window's
+  // burst as if spread over it): the "at least half" is not this
+  // algorithm's to give.
+  EXPECT_LT(static_cast<double>(r.ideal_least_window), 0.5 * limit);
 }
 
 // 200 nodes: the probe of the new key shares 1 in 2 requests among them.
