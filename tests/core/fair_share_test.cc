@@ -497,6 +497,16 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
                            return std::string(algorithm_name(info.param));
                          });
 
+// Nine peers' news on api=search (a unit each), then `tries` requests at once: how many
+// were admitted.
+int spend_after_nine_peers(Limiter& limiter, int tries) {
+  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  int admitted = 0;
+  for (int i = 0; i < tries; ++i) admitted += check_search(limiter, kStart + 1).allowed ? 1 : 0;
+  return admitted;
+}
+
 // A sliding window is credited the room this node's share refused
 // (sliding_window.h, "Credit"): after a burst the share cut short, the
 // window's estimate later in the next window is lower than that of a node
@@ -505,14 +515,7 @@ TEST(LimiterShareWindowTest, ASlidingWindowIsCreditedTheRoomItsShareRefused) {
   const auto remaining_at = [](Limiter& limiter, TimeUs now) {
     return check_search(limiter, now, 1, CheckMode::kPeek).rules.at(0).remaining;
   };
-  // Nine peers' news, then `tries` requests: how many were admitted.
-  const auto spend = [](Limiter& limiter, int tries) {
-    const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-    for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-    int admitted = 0;
-    for (int i = 0; i < tries; ++i) admitted += check_search(limiter, kStart + 1).allowed ? 1 : 0;
-    return admitted;
-  };
+  const auto spend = spend_after_nine_peers;
   const auto shared = make_shared_limiter(Algorithm::kSlidingWindow);
   const int admitted = spend(*shared, 500);
   ASSERT_GT(shared->stats().share_refused, 0u);
@@ -527,6 +530,26 @@ TEST(LimiterShareWindowTest, ASlidingWindowIsCreditedTheRoomItsShareRefused) {
   EXPECT_EQ(remaining_at(*shared, next), remaining_at(*alone, next));
   EXPECT_GT(remaining_at(*shared, next + kUsPerSecond / 2),
             remaining_at(*alone, next + kUsPerSecond / 2));
+}
+
+// A fixed window is given back, in the next window, the room this node's
+// share refused (fixed_window.h, "Credit"); a node that admitted as much with
+// no share refusing gets the limit there, as the textbook counter.
+TEST(LimiterShareWindowTest, AFixedWindowIsGivenBackTheRoomItsShareRefused) {
+  const auto shared = make_shared_limiter(Algorithm::kFixedWindow);
+  const int admitted = spend_after_nine_peers(*shared, 500);
+  ASSERT_GT(shared->stats().share_refused, 0u);
+  ASSERT_LT(admitted, 500);
+  const auto alone = make_shared_limiter(Algorithm::kFixedWindow, 1);
+  ASSERT_EQ(spend_after_nine_peers(*alone, admitted), admitted);
+  const TimeUs next = kStart + kUsPerSecond;
+  // The window had 1000 - 9 - admitted left when the share refused.
+  const std::int64_t room = 1000 - 9 - admitted;
+  EXPECT_TRUE(check_search(*shared, next, 1000 + room, CheckMode::kPeek).allowed);
+  EXPECT_FALSE(check_search(*shared, next, 1000 + room + 1, CheckMode::kPeek).allowed);
+  EXPECT_FALSE(check_search(*alone, next, 1001, CheckMode::kPeek).allowed);
+  // Reported as at most the limit.
+  EXPECT_EQ(check_search(*shared, next, 1, CheckMode::kPeek).rules.at(0).remaining, 1000);
 }
 
 // A shadow rule admits what its share refuses, and says so.

@@ -457,7 +457,9 @@ TEST(LimiterAlgorithmsTest, ASlidingLogLogsAPeersConsumptionWhenItHappened) {
     const std::optional<std::int64_t> balance =
         one.key_news(key, state, kStart + 30'000, true).balance;
     EXPECT_EQ(balance.has_value(), algorithm == Algorithm::kTokenBucket);
-    if (balance) EXPECT_EQ(*balance, 3);
+    if (balance) {
+      EXPECT_EQ(*balance, 3);
+    }
   }
 }
 

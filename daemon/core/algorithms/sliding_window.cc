@@ -7,7 +7,10 @@
 namespace rlimit::core::algorithms {
 namespace {
 
+using detail::carry_steps_of;
+using detail::carry_units;
 using detail::i128;
+using detail::Round;
 
 constexpr std::int64_t kMaxCount = std::int64_t{1} << 62;
 
@@ -39,22 +42,6 @@ void roll(i128& previous, i128& current, i128 windows, std::int64_t limit, i128 
   }
   previous = std::min<i128>(limit, std::max<i128>(0, current - (windows - 1) * limit));
   current = std::max<i128>(0, current - windows * limit);
-}
-
-// The overshoot (> 0) or credit (< 0) a state holds, in units (rounded
-// towards 0), and the steps that store an overshoot of `units` (0 <= units
-// <= limit; rounded up) or a credit of `units` (rounded down).
-std::int64_t carry_units(std::int64_t steps, std::int64_t limit) {
-  if (steps < 0) return -carry_units(-steps, limit);
-  if (steps == 0 || limit <= SlidingWindow::kCarrySteps) return steps;
-  return static_cast<std::int64_t>(static_cast<i128>(steps) * limit / SlidingWindow::kCarrySteps);
-}
-enum class Round { kUp, kDown };
-std::int64_t carry_steps_of(std::int64_t units, std::int64_t limit, Round round) {
-  if (limit <= SlidingWindow::kCarrySteps) return units;
-  const i128 scaled = static_cast<i128>(units) * SlidingWindow::kCarrySteps;
-  return static_cast<std::int64_t>(round == Round::kUp ? detail::ceil_div(scaled, limit)
-                                                       : scaled / limit);
 }
 
 // Consumption of `amount` counted in the window: it clears an overshoot

@@ -59,6 +59,7 @@
 #include <cstdint>
 
 #include "core/algorithms/algorithm.h"
+#include "core/algorithms/carry_steps.h"
 
 namespace rlimit::core::algorithms {
 
@@ -70,7 +71,7 @@ struct SlidingWindow {
     friend bool operator==(const Params&, const Params&) = default;
   };
   // Steps of the stored overshoot or credit (-kCarrySteps..kCarrySteps).
-  static constexpr std::int64_t kCarrySteps = 2047;
+  static constexpr std::int64_t kCarrySteps = detail::kCarrySteps;
   struct State {
     std::int64_t window = 0;  // index of the current window
     // Units in window - 1 (at most limit <= 2^50); a bit-field so that the

@@ -106,6 +106,77 @@ TEST(FixedWindowTest, DebtIsCarriedIntoLaterWindows) {
   // Over the three windows: 25 + 5 = 30 = 3 x the limit.
 }
 
+// A node's fair share refused while the window had room (fixed_window.h,
+// "Credit"): that room is given back in the next window, and only there.
+TEST(FixedWindowTest, RoomAShareRefusedIsGivenBackInTheNextWindow) {
+  const FixedWindow::Params p{10, kUsPerSecond};
+  FixedWindow::State s = FixedWindow::fresh(p, 0);
+  FixedWindow::commit(s, p, 4, 100);
+  FixedWindow::note_share_refusal(s, p, 200);  // room for 6
+  EXPECT_EQ(s.credit_steps, 6);
+  // Nothing changes in this window.
+  EXPECT_EQ(FixedWindow::evaluate(s, p, 0, 300).remaining, 6);
+  EXPECT_FALSE(FixedWindow::evaluate(s, p, 7, 300).allowed);
+  // The next admits 16 (reported as at most the limit) ...
+  EXPECT_TRUE(FixedWindow::evaluate(s, p, 16, kUsPerSecond).allowed);
+  EXPECT_FALSE(FixedWindow::evaluate(s, p, 17, kUsPerSecond).allowed);
+  EXPECT_EQ(FixedWindow::evaluate(s, p, 0, kUsPerSecond).remaining, 10);
+  EXPECT_EQ(FixedWindow::evaluate(s, p, 10, kUsPerSecond).remaining, 6);
+  EXPECT_FALSE(FixedWindow::is_idle(s, p, kUsPerSecond));
+  // ... over the two windows, 4 + 16 = 2 x the limit; unused, it lapses.
+  EXPECT_TRUE(FixedWindow::is_idle(s, p, 2 * kUsPerSecond));
+  EXPECT_TRUE(FixedWindow::evaluate(s, p, 10, 2 * kUsPerSecond).allowed);
+  EXPECT_FALSE(FixedWindow::evaluate(s, p, 11, 2 * kUsPerSecond).allowed);
+  // Without the note (a node no share gates never notes one): the textbook
+  // counter.
+  FixedWindow::State plain = FixedWindow::fresh(p, 0);
+  FixedWindow::commit(plain, p, 4, 100);
+  EXPECT_TRUE(FixedWindow::evaluate(plain, p, 10, kUsPerSecond).allowed);
+  EXPECT_FALSE(FixedWindow::evaluate(plain, p, 11, kUsPerSecond).allowed);
+}
+
+// Consumption counted after the note took that room: own admissions and news
+// lower the credit (news of consumption from before the note too: the room
+// was smaller than the state knew); a later refusal notes the room anew; a
+// window whose count reached the limit gives nothing back.
+TEST(FixedWindowTest, ACreditIsUsedUpByLaterConsumptionOrReplaced) {
+  const FixedWindow::Params p{10, kUsPerSecond};
+  FixedWindow::State s = FixedWindow::fresh(p, 0);
+  FixedWindow::note_share_refusal(s, p, 100);  // room for 10
+  EXPECT_EQ(s.credit_steps, 10);
+  FixedWindow::commit(s, p, 3, 200);
+  EXPECT_EQ(s.credit_steps, 7);
+  FixedWindow::charge_remote(s, p, 5, 300);
+  EXPECT_EQ(s.credit_steps, 2);
+  EXPECT_EQ(FixedWindow::at(s, p, kUsPerSecond).count, -2);
+  FixedWindow::note_share_refusal(s, p, 400);  // room for 2, as known now
+  EXPECT_EQ(s.credit_steps, 2);
+  FixedWindow::charge_remote(s, p, 4, 500);  // the window overspent: 12 of 10
+  EXPECT_EQ(s.credit_steps, 0);
+  const FixedWindow::State next = FixedWindow::at(s, p, kUsPerSecond);
+  EXPECT_EQ(next.count, 2);  // the debt, not a credit
+  EXPECT_EQ(next.credit_steps, 0);
+  // A credit given back and refused again is noted again, up to the limit.
+  FixedWindow::State again = FixedWindow::fresh(p, 0);
+  FixedWindow::note_share_refusal(again, p, 100);
+  FixedWindow::note_share_refusal(again, p, kUsPerSecond + 100);  // room for 20
+  EXPECT_EQ(again.credit_steps, 10);
+  EXPECT_EQ(FixedWindow::at(again, p, 2 * kUsPerSecond).count, -10);
+  // Above 2047 the credit is kept in steps of limit / 2047, rounded down:
+  // never more given back than was refused.
+  const FixedWindow::Params big{1'000'000, kUsPerSecond};
+  FixedWindow::State b = FixedWindow::fresh(big, 0);
+  FixedWindow::commit(b, big, 1, 100);
+  FixedWindow::note_share_refusal(b, big, 200);  // room for 999,999
+  EXPECT_EQ(b.credit_steps, 2046);
+  EXPECT_EQ(FixedWindow::at(b, big, kUsPerSecond).count, -999'511);
+  // The clock behind the state's window notes nothing.
+  FixedWindow::State behind = FixedWindow::fresh(p, 5 * kUsPerSecond);
+  FixedWindow::commit(behind, p, 1, 5 * kUsPerSecond);
+  FixedWindow::note_share_refusal(behind, p, 4 * kUsPerSecond);
+  EXPECT_EQ(behind.credit_steps, 0);
+}
+
 TEST(FixedWindowTest, ClockSteppingBackKeepsTheLaterWindowsCount) {
   FixedWindow::State s = FixedWindow::fresh(kThreePerSecond, 5 * kUsPerSecond);
   FixedWindow::commit(s, kThreePerSecond, 3, 5 * kUsPerSecond);
