@@ -102,7 +102,7 @@ class CounterPacker {
     if (items == 0) return true;
     const Limiter::KeyNews news = news_of_ ? news_of_(key, state, whole) : Limiter::KeyNews{};
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
-      if (wanted(e)) append(key, e, reset, news.age_ms);
+      if (wanted(e)) append(key, e, reset, Limiter::entry_age_ms(news, state, e));
     });
     if (fits()) {
       // The balance rides on the last entry.
@@ -112,7 +112,7 @@ class CounterPacker {
     // Undo and retry in a fresh payload.
     undo(mark, origins_mark);
     if (before <= base_bytes_) {
-      split(key, state, wanted, news.age_ms);
+      split(key, state, wanted, news);
       return true;
     }
     if (!may_open) return false;
@@ -163,8 +163,8 @@ class CounterPacker {
     }
   }
 
-  // Appends an entry of `key` (with the key's news age), or with `reset`
-  // one of that reset's floors.
+  // Appends an entry of `key` (with its news age, Limiter::entry_age_ms), or
+  // with `reset` one of that reset's floors.
   void append(std::string_view key, const Ledger::Entry& e, const Ledger::Reset* reset,
               std::uint32_t age_ms) {
     auto* entry = counters()->add_entries();
@@ -199,8 +199,8 @@ class CounterPacker {
     for (int i = static_cast<int>(mark); i < counters()->entries_size(); ++i) {
       counters_bytes_ -= field_bytes(counters()->entries(i).ByteSizeLong());
     }
-    counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
-                                                 counters()->entries_size() - static_cast<int>(mark));
+    counters()->mutable_entries()->DeleteSubrange(
+        static_cast<int>(mark), counters()->entries_size() - static_cast<int>(mark));
     while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
       const std::string& name = counters()->origins(counters()->origins_size() - 1);
       counters_bytes_ -= field_bytes(name.size());
@@ -213,9 +213,10 @@ class CounterPacker {
   // entry too large for an empty payload is left out.
   template <typename Wanted>
   void split(std::string_view key, const Ledger::KeyState& state, const Wanted& wanted,
-             std::uint32_t age_ms) {
+             const Limiter::KeyNews& news) {
     for_each_item(state, [&](const Ledger::Entry& e, const Ledger::Reset* reset) {
       if (!wanted(e)) return;
+      const std::uint32_t age_ms = Limiter::entry_age_ms(news, state, e);
       const std::size_t mark = entries();
       const std::size_t origins_mark = static_cast<std::size_t>(counters()->origins_size());
       append(key, e, reset, age_ms);
@@ -483,15 +484,15 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
       }
       continue;
     }
-    const std::uint64_t increase = limiter_.merge_remote(
-        entry.key(), origin, entry.incarnation(), entry.consumed(), now,
-        static_cast<TimeUs>(entry.age_ms()) * 1000);
+    const std::uint64_t increase =
+        limiter_.merge_remote(entry.key(), origin, entry.incarnation(), entry.consumed(), now,
+                              static_cast<TimeUs>(entry.age_ms()) * 1000);
     if (increase > 0) {
       ++stats_.entries_applied;
       stats_.tokens_charged_remote += increase;
     }
-    run_consumed = entry.consumed() > UINT64_MAX - run_consumed ? UINT64_MAX
-                                                                 : run_consumed + entry.consumed();
+    run_consumed =
+        entry.consumed() > UINT64_MAX - run_consumed ? UINT64_MAX : run_consumed + entry.consumed();
     if (!entry.has_balance()) continue;
     ++stats_.balances_received;
     // An entry refused at one of the ledger's bounds was not merged.
@@ -765,22 +766,22 @@ void ClusterNode::anti_entropy(TimeUs now) {
   RoutedPackers routed_out(ledger, base, counter_budget(), news_of(now), UINT32_MAX);
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
-  ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
-                                                        const Ledger::KeyState& state) {
-    if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
-    if (routed(state)) {
-      key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
-      for (const std::uint32_t owner : owners_scratch_) {
-        if (owner == kSelfOwner) continue;
-        if (const Member* to = owner_member(owner); to != nullptr) {
-          routed_out.add(to, key, state, CounterPacker::Entries::kAll);
-          return;
-        }
-      }
-      return;  // we alone own it: nobody to compare with
-    }
-    packer.add(key, state, true);
-  });
+  ledger.visit_slice(options_.anti_entropy_entries,
+                     [&](const std::string& key, const Ledger::KeyState& state) {
+                       if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
+                       if (routed(state)) {
+                         key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
+                         for (const std::uint32_t owner : owners_scratch_) {
+                           if (owner == kSelfOwner) continue;
+                           if (const Member* to = owner_member(owner); to != nullptr) {
+                             routed_out.add(to, key, state, CounterPacker::Entries::kAll);
+                             return;
+                           }
+                         }
+                         return;  // we alone own it: nobody to compare with
+                       }
+                       packer.add(key, state, true);
+                     });
   std::vector<PeerMessage> packets = packer.take();
   bool pushed = false;
   for (PeerMessage& packet : packets) {

@@ -89,6 +89,23 @@ std::uint32_t Ledger::intern_origin(std::string_view id) {
   return index;
 }
 
+namespace {
+
+// Milliseconds of `t` modulo 2^16 (Entry::consumed_ms).
+std::uint16_t ms16(TimeUs t) {
+  const TimeUs ms = t >= 0 ? t / 1000 : -((999 - t) / 1000);  // rounded down
+  return static_cast<std::uint16_t>(static_cast<std::uint64_t>(ms) & 0xffff);
+}
+
+}  // namespace
+
+std::uint32_t Ledger::behind_ms(const KeyState& state, const Entry& e) {
+  const auto gap = static_cast<std::uint16_t>(ms16(state.consumed_at_us) - e.consumed_ms);
+  // Both are rounded down to a millisecond, so the gap may read up to one
+  // more than it was: one less, so that the age never says older than true.
+  return gap > 0 ? gap - 1u : 0u;
+}
+
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {
   auto it = keys_.find(key);
   return it != keys_.end() ? it : keys_.emplace(std::string(key), KeyState{}).first;
@@ -259,6 +276,7 @@ void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost
   before_growth(state, now);
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
   own.consumed += cost;
+  own.consumed_ms = ms16(now);
   touch(key, state, own, now);
   state.consumed_at_us = std::max(state.consumed_at_us, now);
 }
@@ -279,6 +297,7 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       const std::uint64_t charged_to = std::max(e.consumed, floor_of(state, origin, incarnation));
       before_growth(state, now);
       e.consumed = consumed;
+      e.consumed_ms = ms16(consumed_at);
       touch(it->first, it->second, e, now);
       state.consumed_at_us = std::max(state.consumed_at_us, consumed_at);
       return {increase, consumed > charged_to ? consumed - charged_to : 0, 0};
@@ -299,8 +318,11 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
     return {};
   }
   before_growth(it->second, now);
-  entries.push_back(
-      {.origin = origin, .newcomer = true, .incarnation = incarnation, .consumed = consumed});
+  entries.push_back({.origin = origin,
+                     .newcomer = 1,
+                     .consumed_ms = ms16(consumed_at),
+                     .incarnation = incarnation,
+                     .consumed = consumed});
   touch(it->first, it->second, entries.back(), now);
   it->second.consumed_at_us = std::max(it->second.consumed_at_us, consumed_at);
   // First sight. An entry that began before we did is history: what it
@@ -354,7 +376,7 @@ void Ledger::routed_sent_changed(std::size_t i) {
   const auto sent = [](std::vector<Entry>& entries) {
     for (Entry& e : entries) {
       e.sends_left = 0;
-      e.newcomer = false;
+      e.newcomer = 0;
     }
   };
   sent(state.entries);

@@ -55,13 +55,21 @@ namespace rlimit::core {
 class Ledger {
  public:
   struct Entry {
-    std::uint32_t origin = 0;      // index into origins()
-    std::uint16_t sends_left = 0;  // gossip rounds this entry is still sent in
+    // Most gossip rounds an entry is sent in (set_retransmit_rounds clamps).
+    static constexpr std::uint16_t kMaxSendsLeft = (1u << 15) - 1;
+
+    std::uint32_t origin = 0;           // index into origins()
+    std::uint16_t sends_left : 15 = 0;  // gossip rounds this entry is still sent in
     // Made by a merge: an origin this node had not seen on the key. An owner
     // of a routed key sends such an origin every entry of the key once
     // (docs/cluster.md, "Owner routing"); cleared by routed_sent_changed.
-    // In the padding: an entry stays 24 bytes.
-    bool newcomer = false;
+    std::uint16_t newcomer : 1 = 0;
+    // When this origin's newest consumption here happened, in milliseconds
+    // of our clock modulo 2^16 (behind_ms reads it against the key's
+    // consumed_at_us), so that news gives each origin's entry its own age
+    // (docs/cluster.md, "The age of news"). In the padding: an entry stays
+    // 24 bytes.
+    std::uint16_t consumed_ms = 0;
     std::uint64_t incarnation = 0;
     std::uint64_t consumed = 0;
   };
@@ -74,24 +82,29 @@ class Ledger {
   };
   struct KeyState {
     std::vector<Entry> entries;
-    std::unique_ptr<Reset> reset;       // the newest reset applied, or none
-    std::unique_ptr<Reset> pending;     // a newer reset whose floors are not all here yet
-    std::unique_ptr<FairShare> share;   // this node's share, once it checked the key
-    TimeUs changed_us = 0;              // last time any entry grew (our clock)
+    std::unique_ptr<Reset> reset;      // the newest reset applied, or none
+    std::unique_ptr<Reset> pending;    // a newer reset whose floors are not all here yet
+    std::unique_ptr<FairShare> share;  // this node's share, once it checked the key
+    TimeUs changed_us = 0;             // last time any entry grew (our clock)
     // When the newest consumption of the key this node knows of happened, on
     // our clock: our own charge's time, or a peer's news less the age it
     // came with (peer.proto, CounterEntry.age_ms). 0: none yet.
     TimeUs consumed_at_us = 0;
-    std::int32_t own = -1;              // index of our own entry, -1 none
-    std::uint16_t sends_left = 0;       // at least the most any of its entries has left
-    bool queued = false;                // in the changed list
+    std::int32_t own = -1;         // index of our own entry, -1 none
+    std::uint16_t sends_left = 0;  // at least the most any of its entries has left
+    bool queued = false;           // in the changed list
     // Some increase of these entries was not charged to the key's bucket (no
     // bucket could be made, no rule here, or the key was reset): the bucket's
     // balance does not answer for these entries and is never offered to peers.
     bool uncharged = false;
-    std::uint64_t history_charged = 0;  // history charged so far (charge_for)
+    std::uint64_t history_charged = 0;   // history charged so far (charge_for)
     std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
   };
+  // How long (ms, rounded down) before the key's newest consumption
+  // (KeyState::consumed_at_us) entry `e`'s newest happened; a gap above
+  // 65 s reads as less (modulo 2^16 ms): the entry then passes for newer
+  // than it is, which frees a log's slot later (conservative).
+  static std::uint32_t behind_ms(const KeyState& state, const Entry& e);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate
@@ -122,7 +135,9 @@ class Ledger {
   const std::string& origin_name(std::uint32_t index) const { return origins_[index]; }
 
   // Rounds a change is gossiped for; set by the cluster node as membership grows.
-  void set_retransmit_rounds(std::uint16_t rounds) { retransmit_rounds_ = rounds; }
+  void set_retransmit_rounds(std::uint16_t rounds) {
+    retransmit_rounds_ = std::min(rounds, Entry::kMaxSendsLeft);
+  }
   // How long a key must go without growing for its next growth to wake it
   // (FairShare::note_wake); the Limiter sets one news horizon. 0: never.
   void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
@@ -140,8 +155,8 @@ class Ledger {
   // Merges an absolute value; returns by how much it raised what we knew (0
   // for old news or a duplicate) and how much of that is history. Our own
   // current entries are never raised by peers (they only echo what we sent).
-  // `consumed_at` (<= now): when the news says the key's newest consumption
-  // happened (KeyState::consumed_at_us).
+  // `consumed_at` (<= now): when the news says the origin's newest
+  // consumption happened (Entry::consumed_ms, KeyState::consumed_at_us).
   Merged merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
                std::uint64_t consumed, TimeUs now, TimeUs consumed_at);
   // News without an age: consumed when learned.

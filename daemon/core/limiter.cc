@@ -1115,8 +1115,10 @@ Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState&
     // Rounded down: the receiver takes the news for newer than it is, so
     // the slot frees later than it did (conservative).
     const TimeUs age_ms = std::max<TimeUs>(0, now - state.consumed_at_us) / 1000;
+    // Room for behind_ms's 2^16 beside it.
     news.age_ms = static_cast<std::uint32_t>(
-        std::min<TimeUs>(age_ms, std::numeric_limits<std::uint32_t>::max()));
+        std::min<TimeUs>(age_ms, std::numeric_limits<std::uint32_t>::max() - (1u << 16)));
+    news.timed = true;
   }
   return news;
 }

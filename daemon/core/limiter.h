@@ -181,10 +181,10 @@ struct LimiterStats {
   // offer stood for (should not happen: the offer's entries are merged first).
   std::uint64_t balance_offers_refused = 0;
   // Fair shares (core/fair_share.h).
-  std::uint64_t share_refused = 0;    // rule verdicts the algorithm allowed and the share did not
-  std::uint64_t share_epochs = 0;     // shares fixed (once per key per horizon at most)
-  std::uint64_t share_probes = 0;     // of those, probes of a key new here
-  std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
+  std::uint64_t share_refused = 0;      // rule verdicts the algorithm allowed and the share did not
+  std::uint64_t share_epochs = 0;       // shares fixed (once per key per horizon at most)
+  std::uint64_t share_probes = 0;       // of those, probes of a key new here
+  std::uint64_t share_untracked = 0;    // checks not gated: the ledger held max_keys
   std::uint64_t share_wake_epochs = 0;  // of the epochs, those sharing a burst's pool at its wake
 };
 
@@ -284,9 +284,16 @@ class Limiter {
     // a key whose limit is a sliding log or window: a receiver charges the
     // news at the time it happened, not when it arrived (docs/cluster.md,
     // "The age of news"). 0: now, or not sent (other algorithms do not use
-    // it).
+    // it). Each entry's own age adds Ledger::behind_ms (entry_age_ms).
     std::uint32_t age_ms = 0;
+    bool timed = false;  // the key's news carries ages (a sliding log or window)
   };
+  // The age news gives entry `e` of a key whose news is `news`: 0 (none)
+  // unless the news is timed.
+  static std::uint32_t entry_age_ms(const KeyNews& news, const Ledger::KeyState& state,
+                                    const Ledger::Entry& e) {
+    return news.timed ? news.age_ms + Ledger::behind_ms(state, e) : 0;
+  }
   // The balance only `with_balance` (all of the key's entries go together).
   KeyNews key_news(std::string_view key, const Ledger::KeyState& state, TimeUs now,
                    bool with_balance);
@@ -354,7 +361,7 @@ class Limiter {
     // A reserve may defer the request (not so for the sliding log, which
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
-    Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
+    Divider limit_divider;        // Divider(bucket.limit), or by 1 when the limit is 0
     bool per_descriptor = false;  // a key per descriptor value (`each`): per user, per tenant
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };

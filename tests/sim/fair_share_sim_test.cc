@@ -33,9 +33,8 @@ void expect_fair(const Results& r, const std::string& what, double burst, double
 TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
   for (const int nodes : {5, 20, 50}) {
     for (const std::uint64_t seed : {1, 2, 3}) {
-      const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes),
-                                                "duration=\"40s\""}),
-                            seed);
+      const Results r = run(
+          shipped("aligned", {"cluster.nodes=" + std::to_string(nodes), "duration=\"40s\""}), seed);
       expect_fair(r, std::to_string(nodes) + " nodes, seed " + std::to_string(seed), 100);
     }
   }
@@ -45,22 +44,30 @@ TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
 // logged when its news arrived frees after the next burst has ended: with
 // the news' age on the wire (docs/cluster.md, "The age of news") the log
 // holds at 50 and 200 nodes too (was -4.5% and -7..-15% under the ideal,
-// fewest windows 0.25 x).
+// fewest windows 0.25 x). At 200 nodes, over 60 s: each origin's entry
+// carries its own age; with one age per key (the newest's) an older
+// consumption relayed beside newer news was logged late, and the cluster's
+// admissions drifted to the bursts' end (seeds 1-4 -1.74..+0.02%, fewest
+// 0.60 x; now -0.65..+0.75%, 0.88 x). Over 20 s a log at 200 nodes ends
+// +1.0..+5.0% (seeds 1-8): its first bursts admit more than their room
+// (weights summing above one while many nodes have no entry yet) and a log
+// repays nothing; the late logging had hidden that (docs/accuracy.md).
 TEST(FairShareSimTest, AlignedBurstsOnASlidingLogAt50And200Nodes) {
-  for (const int nodes : {50, 200}) {
-    const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes),
-                                              "rule.0.algorithm=\"sliding_log\""}),
-                          1);
-    expect_fair(r, "sliding_log, " + std::to_string(nodes) + " nodes", 100, 0.02);
-  }
+  const Results fifty =
+      run(shipped("aligned", {"cluster.nodes=50", "rule.0.algorithm=\"sliding_log\""}), 1);
+  expect_fair(fifty, "sliding_log, 50 nodes", 100, 0.02);
+  const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"60s\"",
+                                            "rule.0.algorithm=\"sliding_log\""}),
+                        1);
+  expect_fair(r, "sliding_log, 200 nodes, 60 s", 100);
 }
 
 // A sliding window at 200 nodes, over 40 s: within 1% of the ideal since it
 // is credited the room its shares refused (sliding_window.h, "Credit";
-// -1.17% before, seed 1; seeds 1-8 -0.31..+0.92%, docs/cluster.md). Its
-// fewest later window, 0.39-0.50 x over seeds 1-8 (0.50 for this seed), is
-// mostly below the 0.5 (docs/cluster.md, "Where the rest goes"):
-// bounded here below the seeds' range.
+// -1.17% before, seed 1; seeds 1-8 -0.41..+0.56%, docs/cluster.md). Its
+// fewest later window, 0.35-0.46 x over seeds 1-8 (0.35 for this seed), is
+// below the 0.5 (docs/cluster.md, "Where the rest goes"), as one
+// perfect sliding window's own is: bounded here below the seeds' range.
 TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
   const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"40s\"",
                                             "rule.0.algorithm=\"sliding_window\""}),
@@ -68,7 +75,7 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
   const double limit = r.limit_per_window();
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit);
-  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.35 * limit);
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.3 * limit);
   EXPECT_LE(std::abs(r.error_ratio()), 0.01);
   EXPECT_GT(r.core.share_refused, 0u);
   // One perfect sliding window itself admits less than half the limit in
@@ -111,8 +118,8 @@ TEST(FairShareSimTest, AlignedBurstsHoldForEveryReplicatedAlgorithm) {
     std::vector<std::string> options;
   };
   const std::vector<Case> cases = {
-      {"token_bucket", {}}, {"leaky_bucket", {}}, {"fixed_window", {}},
-      {"sliding_log", {}},  {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+      {"token_bucket", {}},   {"leaky_bucket", {}}, {"fixed_window", {}},
+      {"sliding_log", {}},    {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
       {"sliding_window", {}},
   };
   for (const Case& c : cases) {
