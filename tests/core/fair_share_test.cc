@@ -497,14 +497,31 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
                            return std::string(algorithm_name(info.param));
                          });
 
-// Nine peers' news on api=search (a unit each), then `tries` requests at once: how many
-// were admitted.
+// Nine peers' news on api=search (a unit each), then `tries` requests at
+// once: how many were admitted.
 int spend_after_nine_peers(Limiter& limiter, int tries) {
   const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
   for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
   int admitted = 0;
   for (int i = 0; i < tries; ++i) admitted += check_search(limiter, kStart + 1).allowed ? 1 : 0;
   return admitted;
+}
+
+// A node whose share refused part of 500 requests after nine peers' news,
+// and one that admitted as many with no gate (one live node): no refusal.
+struct RefusedAndAlone {
+  std::unique_ptr<Limiter> shared;
+  std::unique_ptr<Limiter> alone;
+  int admitted = 0;
+};
+void spend_refused_and_alone(Algorithm algorithm, RefusedAndAlone& out) {
+  out.shared = make_shared_limiter(algorithm);
+  out.admitted = spend_after_nine_peers(*out.shared, 500);
+  ASSERT_GT(out.shared->stats().share_refused, 0u);
+  ASSERT_LT(out.admitted, 500);
+  out.alone = make_shared_limiter(algorithm, 1);
+  ASSERT_EQ(spend_after_nine_peers(*out.alone, out.admitted), out.admitted);
+  ASSERT_EQ(out.alone->stats().share_refused, 0u);
 }
 
 // A sliding window is credited the room this node's share refused
@@ -515,41 +532,30 @@ TEST(LimiterShareWindowTest, ASlidingWindowIsCreditedTheRoomItsShareRefused) {
   const auto remaining_at = [](Limiter& limiter, TimeUs now) {
     return check_search(limiter, now, 1, CheckMode::kPeek).rules.at(0).remaining;
   };
-  const auto spend = spend_after_nine_peers;
-  const auto shared = make_shared_limiter(Algorithm::kSlidingWindow);
-  const int admitted = spend(*shared, 500);
-  ASSERT_GT(shared->stats().share_refused, 0u);
-  ASSERT_LT(admitted, 500);
-  // As many admitted with no gate (one live node): no refusal, no credit.
-  const auto alone = make_shared_limiter(Algorithm::kSlidingWindow, 1);
-  ASSERT_EQ(spend(*alone, admitted), admitted);
-  EXPECT_EQ(alone->stats().share_refused, 0u);
+  RefusedAndAlone nodes;
+  ASSERT_NO_FATAL_FAILURE(spend_refused_and_alone(Algorithm::kSlidingWindow, nodes));
   // At the next window's start the two agree; halfway through it the one
   // whose share refused has the refused room back.
   const TimeUs next = kStart + kUsPerSecond;
-  EXPECT_EQ(remaining_at(*shared, next), remaining_at(*alone, next));
-  EXPECT_GT(remaining_at(*shared, next + kUsPerSecond / 2),
-            remaining_at(*alone, next + kUsPerSecond / 2));
+  EXPECT_EQ(remaining_at(*nodes.shared, next), remaining_at(*nodes.alone, next));
+  EXPECT_GT(remaining_at(*nodes.shared, next + kUsPerSecond / 2),
+            remaining_at(*nodes.alone, next + kUsPerSecond / 2));
 }
 
 // A fixed window is given back, in the next window, the room this node's
 // share refused (fixed_window.h, "Credit"); a node that admitted as much with
 // no share refusing gets the limit there, as the textbook counter.
 TEST(LimiterShareWindowTest, AFixedWindowIsGivenBackTheRoomItsShareRefused) {
-  const auto shared = make_shared_limiter(Algorithm::kFixedWindow);
-  const int admitted = spend_after_nine_peers(*shared, 500);
-  ASSERT_GT(shared->stats().share_refused, 0u);
-  ASSERT_LT(admitted, 500);
-  const auto alone = make_shared_limiter(Algorithm::kFixedWindow, 1);
-  ASSERT_EQ(spend_after_nine_peers(*alone, admitted), admitted);
+  RefusedAndAlone nodes;
+  ASSERT_NO_FATAL_FAILURE(spend_refused_and_alone(Algorithm::kFixedWindow, nodes));
   const TimeUs next = kStart + kUsPerSecond;
   // The window had 1000 - 9 - admitted left when the share refused.
-  const std::int64_t room = 1000 - 9 - admitted;
-  EXPECT_TRUE(check_search(*shared, next, 1000 + room, CheckMode::kPeek).allowed);
-  EXPECT_FALSE(check_search(*shared, next, 1000 + room + 1, CheckMode::kPeek).allowed);
-  EXPECT_FALSE(check_search(*alone, next, 1001, CheckMode::kPeek).allowed);
+  const std::int64_t room = 1000 - 9 - nodes.admitted;
+  EXPECT_TRUE(check_search(*nodes.shared, next, 1000 + room, CheckMode::kPeek).allowed);
+  EXPECT_FALSE(check_search(*nodes.shared, next, 1000 + room + 1, CheckMode::kPeek).allowed);
+  EXPECT_FALSE(check_search(*nodes.alone, next, 1001, CheckMode::kPeek).allowed);
   // Reported as at most the limit.
-  EXPECT_EQ(check_search(*shared, next, 1, CheckMode::kPeek).rules.at(0).remaining, 1000);
+  EXPECT_EQ(check_search(*nodes.shared, next, 1, CheckMode::kPeek).rules.at(0).remaining, 1000);
 }
 
 // A shadow rule admits what its share refuses, and says so.
