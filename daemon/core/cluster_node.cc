@@ -199,8 +199,8 @@ class CounterPacker {
     for (int i = static_cast<int>(mark); i < counters()->entries_size(); ++i) {
       counters_bytes_ -= field_bytes(counters()->entries(i).ByteSizeLong());
     }
-    counters()->mutable_entries()->DeleteSubrange(
-        static_cast<int>(mark), counters()->entries_size() - static_cast<int>(mark));
+    counters()->mutable_entries()->DeleteSubrange(static_cast<int>(mark),
+                                                 counters()->entries_size() - static_cast<int>(mark));
     while (static_cast<std::size_t>(counters()->origins_size()) > origins_mark) {
       const std::string& name = counters()->origins(counters()->origins_size() - 1);
       counters_bytes_ -= field_bytes(name.size());
@@ -484,15 +484,15 @@ void ClusterNode::on_counters(const PeerMessage& message, TimeUs now) {
       }
       continue;
     }
-    const std::uint64_t increase =
-        limiter_.merge_remote(entry.key(), origin, entry.incarnation(), entry.consumed(), now,
-                              static_cast<TimeUs>(entry.age_ms()) * 1000);
+    const std::uint64_t increase = limiter_.merge_remote(
+        entry.key(), origin, entry.incarnation(), entry.consumed(), now,
+        static_cast<TimeUs>(entry.age_ms()) * 1000);
     if (increase > 0) {
       ++stats_.entries_applied;
       stats_.tokens_charged_remote += increase;
     }
-    run_consumed =
-        entry.consumed() > UINT64_MAX - run_consumed ? UINT64_MAX : run_consumed + entry.consumed();
+    run_consumed = entry.consumed() > UINT64_MAX - run_consumed ? UINT64_MAX
+                                                                 : run_consumed + entry.consumed();
     if (!entry.has_balance()) continue;
     ++stats_.balances_received;
     // An entry refused at one of the ledger's bounds was not merged.
@@ -766,22 +766,22 @@ void ClusterNode::anti_entropy(TimeUs now) {
   RoutedPackers routed_out(ledger, base, counter_budget(), news_of(now), UINT32_MAX);
   // Only entries that changed within half their retention: older ones are
   // converged, and a peer may already have forgotten them (see ledger.h).
-  ledger.visit_slice(options_.anti_entropy_entries,
-                     [&](const std::string& key, const Ledger::KeyState& state) {
-                       if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
-                       if (routed(state)) {
-                         key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
-                         for (const std::uint32_t owner : owners_scratch_) {
-                           if (owner == kSelfOwner) continue;
-                           if (const Member* to = owner_member(owner); to != nullptr) {
-                             routed_out.add(to, key, state, CounterPacker::Entries::kAll);
-                             return;
-                           }
-                         }
-                         return;  // we alone own it: nobody to compare with
-                       }
-                       packer.add(key, state, true);
-                     });
+  ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
+                                                        const Ledger::KeyState& state) {
+    if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
+    if (routed(state)) {
+      key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
+      for (const std::uint32_t owner : owners_scratch_) {
+        if (owner == kSelfOwner) continue;
+        if (const Member* to = owner_member(owner); to != nullptr) {
+          routed_out.add(to, key, state, CounterPacker::Entries::kAll);
+          return;
+        }
+      }
+      return;  // we alone own it: nobody to compare with
+    }
+    packer.add(key, state, true);
+  });
   std::vector<PeerMessage> packets = packer.take();
   bool pushed = false;
   for (PeerMessage& packet : packets) {

@@ -82,22 +82,22 @@ class Ledger {
   };
   struct KeyState {
     std::vector<Entry> entries;
-    std::unique_ptr<Reset> reset;      // the newest reset applied, or none
-    std::unique_ptr<Reset> pending;    // a newer reset whose floors are not all here yet
-    std::unique_ptr<FairShare> share;  // this node's share, once it checked the key
-    TimeUs changed_us = 0;             // last time any entry grew (our clock)
+    std::unique_ptr<Reset> reset;       // the newest reset applied, or none
+    std::unique_ptr<Reset> pending;     // a newer reset whose floors are not all here yet
+    std::unique_ptr<FairShare> share;   // this node's share, once it checked the key
+    TimeUs changed_us = 0;              // last time any entry grew (our clock)
     // When the newest consumption of the key this node knows of happened, on
     // our clock: our own charge's time, or a peer's news less the age it
     // came with (peer.proto, CounterEntry.age_ms). 0: none yet.
     TimeUs consumed_at_us = 0;
-    std::int32_t own = -1;         // index of our own entry, -1 none
-    std::uint16_t sends_left = 0;  // at least the most any of its entries has left
-    bool queued = false;           // in the changed list
+    std::int32_t own = -1;              // index of our own entry, -1 none
+    std::uint16_t sends_left = 0;       // at least the most any of its entries has left
+    bool queued = false;                // in the changed list
     // Some increase of these entries was not charged to the key's bucket (no
     // bucket could be made, no rule here, or the key was reset): the bucket's
     // balance does not answer for these entries and is never offered to peers.
     bool uncharged = false;
-    std::uint64_t history_charged = 0;   // history charged so far (charge_for)
+    std::uint64_t history_charged = 0;  // history charged so far (charge_for)
     std::uint64_t history_forgiven = 0;  // history not charged (over the burst), for this key
   };
   // How long (ms, rounded down) before the key's newest consumption

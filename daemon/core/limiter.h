@@ -181,10 +181,10 @@ struct LimiterStats {
   // offer stood for (should not happen: the offer's entries are merged first).
   std::uint64_t balance_offers_refused = 0;
   // Fair shares (core/fair_share.h).
-  std::uint64_t share_refused = 0;      // rule verdicts the algorithm allowed and the share did not
-  std::uint64_t share_epochs = 0;       // shares fixed (once per key per horizon at most)
-  std::uint64_t share_probes = 0;       // of those, probes of a key new here
-  std::uint64_t share_untracked = 0;    // checks not gated: the ledger held max_keys
+  std::uint64_t share_refused = 0;    // rule verdicts the algorithm allowed and the share did not
+  std::uint64_t share_epochs = 0;     // shares fixed (once per key per horizon at most)
+  std::uint64_t share_probes = 0;     // of those, probes of a key new here
+  std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
   std::uint64_t share_wake_epochs = 0;  // of the epochs, those sharing a burst's pool at its wake
 };
 
@@ -361,7 +361,7 @@ class Limiter {
     // A reserve may defer the request (not so for the sliding log, which
     // logs a request when admitted, nor concurrency, whose slot is held).
     bool schedules;
-    Divider limit_divider;        // Divider(bucket.limit), or by 1 when the limit is 0
+    Divider limit_divider;  // Divider(bucket.limit), or by 1 when the limit is 0
     bool per_descriptor = false;  // a key per descriptor value (`each`): per user, per tenant
     bool token_bucket() const { return algorithm == Algorithm::kTokenBucket; }
   };

@@ -79,12 +79,16 @@ TEST(LimiterAlgorithmsTest, EveryAlgorithmLimitsThroughTheLimiter) {
   AlgorithmOptions lease;
   lease.lease_ttl_us = 10 * kSecond;
   const std::vector<Case> cases = {
-      {Algorithm::kTokenBucket, 5, {}, 5},       {Algorithm::kLeakyBucket, 5, {}, 5},
+      {Algorithm::kTokenBucket, 5, {}, 5},
+      {Algorithm::kLeakyBucket, 5, {}, 5},
       {Algorithm::kLeakyBucket, 5, shaper, 1},  // no waiting allowed: one at a time
-      {Algorithm::kFixedWindow, 5, {}, 5},       {Algorithm::kSlidingWindow, 5, {}, 5},
-      {Algorithm::kSlidingLog, 5, {}, 5},        {Algorithm::kGcra, 5, {}, 5},
+      {Algorithm::kFixedWindow, 5, {}, 5},
+      {Algorithm::kSlidingWindow, 5, {}, 5},
+      {Algorithm::kSlidingLog, 5, {}, 5},
+      {Algorithm::kGcra, 5, {}, 5},
       {Algorithm::kSmoothBursty, 5, try_now, 6},  // 5 stored, the 6th paid by the next
-      {Algorithm::kSmoothWarmingUp, 5, warm, 1}, {Algorithm::kConcurrency, 5, lease, 5},
+      {Algorithm::kSmoothWarmingUp, 5, warm, 1},
+      {Algorithm::kConcurrency, 5, lease, 5},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(algorithm_name(c.algorithm));

@@ -33,8 +33,9 @@ void expect_fair(const Results& r, const std::string& what, double burst, double
 TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
   for (const int nodes : {5, 20, 50}) {
     for (const std::uint64_t seed : {1, 2, 3}) {
-      const Results r = run(
-          shipped("aligned", {"cluster.nodes=" + std::to_string(nodes), "duration=\"40s\""}), seed);
+      const Results r = run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes),
+                                                "duration=\"40s\""}),
+                            seed);
       expect_fair(r, std::to_string(nodes) + " nodes, seed " + std::to_string(seed), 100);
     }
   }
@@ -118,8 +119,8 @@ TEST(FairShareSimTest, AlignedBurstsHoldForEveryReplicatedAlgorithm) {
     std::vector<std::string> options;
   };
   const std::vector<Case> cases = {
-      {"token_bucket", {}},   {"leaky_bucket", {}}, {"fixed_window", {}},
-      {"sliding_log", {}},    {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+      {"token_bucket", {}}, {"leaky_bucket", {}}, {"fixed_window", {}},
+      {"sliding_log", {}},  {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
       {"sliding_window", {}},
   };
   for (const Case& c : cases) {
