@@ -31,4 +31,12 @@ inline std::int64_t carry_steps_of(std::int64_t units, std::int64_t limit, Round
                                                        : scaled / limit);
 }
 
+// A credit of `credit_steps` (>= 0) after `amount` units counted since took
+// that much of its room: the steps left (rounded down), 0 once used up.
+inline std::int64_t credit_steps_left(std::int64_t credit_steps, std::int64_t limit,
+                                      std::int64_t amount) {
+  const std::int64_t credit = carry_units(credit_steps, limit) - amount;
+  return credit > 0 ? carry_steps_of(credit, limit, Round::kDown) : 0;
+}
+
 }  // namespace rlimit::core::algorithms::detail

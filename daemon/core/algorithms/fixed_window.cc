@@ -86,8 +86,7 @@ Ticket FixedWindow::commit(State& state, const Params& params, std::int64_t cost
   state.count = std::min<std::int64_t>(state.count + cost, kMaxCount);
   // The room it took was the credit's.
   if (state.credit_steps > 0 && cost > 0) {
-    const std::int64_t credit = carry_units(state.credit_steps, params.limit) - cost;
-    state.credit_steps = credit > 0 ? carry_steps_of(credit, params.limit, Round::kDown) : 0;
+    state.credit_steps = detail::credit_steps_left(state.credit_steps, params.limit, cost);
   }
   return kNoTicket;
 }

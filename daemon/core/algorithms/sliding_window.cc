@@ -52,8 +52,7 @@ void consumed_after_note(SlidingWindow::State& state, std::int64_t limit, std::i
     state.carry_steps = 0;
     return;
   }
-  const std::int64_t credit = -carry_units(state.carry_steps, limit) - amount;
-  state.carry_steps = credit > 0 ? -carry_steps_of(credit, limit, Round::kDown) : 0;
+  state.carry_steps = -detail::credit_steps_left(-state.carry_steps, limit, amount);
 }
 
 // The estimate scaled by P at `offset` (0..P) into the state's window:
