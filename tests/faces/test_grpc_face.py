@@ -13,6 +13,7 @@ Every wait is bounded; every daemon is killed and every temp file removed.
 import os
 import pathlib
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -369,7 +370,8 @@ period = "1h"
 def test_three_nodes_hold_the_limit_together(tmp):
     secret = os.path.join(tmp, "secret")
     with open(secret, "w") as f:
-        f.write("# test keyring\nthis-is-a-test-secret-of-enough-length\n")
+        f.write("# this test cluster's own (tests run side by side on loopback)\n"
+                + secrets.token_hex(16) + "\n")
     os.chmod(secret, 0o600)
     peer_ports = [free_port(socket.SOCK_DGRAM) for _ in range(3)]
     seeds = ",".join("127.0.0.1:%d" % p for p in peer_ports[:2])

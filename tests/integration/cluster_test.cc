@@ -28,7 +28,7 @@ struct NodeSpec {
 class ClusterTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    secret_ = dir_.write("secret", "# test keyring\nthis-is-a-test-secret-of-enough-length\n");
+    secret_ = write_cluster_secret(dir_);
   }
 
   // Writes the shared rules and starts `n` nodes; every node lists node 0

@@ -117,7 +117,7 @@ period = "1h"
 class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    secret_ = dir_.write("secret", "this-is-a-test-secret-of-enough-length\n");
+    secret_ = write_cluster_secret(dir_);
     // Members that left are forgotten after 2 s here (1 min by default), so
     // a test can see whether an old message brings one back.
     rules_ = dir_.write("rules.toml", "[cluster]\ndead_retention = \"2s\"\n" + kHourlyRule);
@@ -210,6 +210,22 @@ class ReplayTest : public ::testing::Test {
     return sum;
   }
 
+  // Dead reports about `id` among the datagrams captured on their way to `node`.
+  int dead_reports_to(std::size_t node, const std::string& id) {
+    int reports = 0;
+    for (const std::string& datagram : relay_.captured_to(node)) {
+      peer::v1::PeerMessage m;
+      if (datagram.size() <= 37 ||
+          !m.ParseFromArray(datagram.data() + 37, static_cast<int>(datagram.size() - 37))) {
+        continue;
+      }
+      for (const auto& update : m.members()) {
+        reports += update.node_id() == id && update.state() == peer::v1::MemberUpdate::DEAD;
+      }
+    }
+    return reports;
+  }
+
   std::string logs() {
     std::string all;
     for (auto& d : daemons_) {
@@ -281,6 +297,13 @@ TEST_F(ReplayTest, CapturedDatagramsSentAgainChangeNothingAndAreCounted) {
   ASSERT_TRUE(
       eventually([&] { return member(1, 0).first == "dead" && member(2, 0).first == "dead"; },
                  std::chrono::seconds(20)))
+      << logs();
+  // And node 1 has been told so: when node 1 saw the death first, node 2
+  // learns it from node 1 and passes it back with its next message; a node 0
+  // back before that message would leave the capture without a dead report
+  // (node 2 sends a member's record as it is when it sends).
+  ASSERT_TRUE(eventually([&] { return dead_reports_to(1, "node0") > 0; },
+                         std::chrono::seconds(20)))
       << logs();
   start_node(0);
   ASSERT_TRUE(daemons_[0]->wait_ready(sockets_[0])) << logs();

@@ -193,7 +193,7 @@ TEST_F(RulesApiTest, FailedPersistChangesNothing) {
 class RulesClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    secret_ = dir_.write("secret", "this-is-a-test-secret-of-enough-length\n");
+    secret_ = write_cluster_secret(dir_);
   }
   void TearDown() override {
     for (auto& d : daemons_) {

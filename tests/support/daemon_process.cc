@@ -6,15 +6,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -85,6 +88,15 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
   const std::string path = file(name);
   std::ofstream out(path, std::ios::trunc);
   out << text;
+  return path;
+}
+
+std::string write_cluster_secret(const TempDir& dir) {
+  std::random_device random;
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%08x%08x%08x%08x", random(), random(), random(), random());
+  const std::string path = dir.write("secret", std::string("# this test cluster's own\n") + hex + "\n");
+  ::chmod(path.c_str(), 0600);
   return path;
 }
 

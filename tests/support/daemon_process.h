@@ -38,6 +38,14 @@ struct RunResult {
 // daemon bound to it may still lose a race); -1 after 50 tries.
 int free_port();
 
+// Writes a cluster secret of its own to dir's file "secret" (mode 600) and
+// returns the path. Each test cluster needs its own: tests run side by side
+// on loopback and a free_port() may be handed out twice, so a daemon of one
+// test can list another test's daemon as a seed; with one secret for all
+// they would join one cluster, with one each the stranger's datagrams fail
+// authentication.
+std::string write_cluster_secret(const TempDir& dir);
+
 // Runs `argv` (argv[0] a path), capturing output; kills it after `timeout`.
 RunResult run_program(const std::vector<std::string>& argv,
                       std::chrono::milliseconds timeout = std::chrono::seconds(20));

@@ -13,6 +13,7 @@ import json
 import os
 import pathlib
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -217,7 +218,8 @@ def test_single_daemon_metrics_health_and_ready(tmp, daemons):
 def start_cluster(tmp: str, daemons: List[Daemon], count: int = 3) -> List[Daemon]:
     secret = os.path.join(tmp, "secret")
     with open(secret, "w") as f:
-        f.write("# test keyring\nthis-is-a-test-secret-of-enough-length\n")
+        f.write("# this test cluster's own (tests run side by side on loopback)\n"
+                + secrets.token_hex(16) + "\n")
     os.chmod(secret, 0o600)
     ports = [free_port(socket.SOCK_DGRAM) for _ in range(count)]
     seeds = ",".join(f"127.0.0.1:{p}" for p in ports[:2])
@@ -277,7 +279,7 @@ def test_cluster_node_metrics_and_readiness(tmp, daemons):
 def test_lone_node_becomes_ready_after_its_seeds_stay_silent(tmp, daemons):
     secret = os.path.join(tmp, "secret")
     with open(secret, "w") as f:
-        f.write("this-is-a-test-secret-of-enough-length\n")
+        f.write(secrets.token_hex(16) + "\n")
     os.chmod(secret, 0o600)
     silent_seed = free_port(socket.SOCK_DGRAM)  # nobody listens there
     node = Daemon(tmp, "lone", http_extra='ready_after_seeds_unreachable = "2s"',
