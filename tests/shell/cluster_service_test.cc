@@ -60,7 +60,10 @@ struct Daemon {
                                     ClusterServiceOptions{.settings = std::move(settings),
                                                           .node_id = std::move(id),
                                                           .incarnation = 1000 + seed,
-                                                          .seed = seed},
+                                                          .seed = seed,
+                                                          .rules = {},
+                                                          .rules_text = {},
+                                                          .on_rules = {}},
                                     make_keyring(), limiter, error);
     EXPECT_NE(service, nullptr) << error;
   }
@@ -161,7 +164,14 @@ TEST_P(ClusterServiceTest, ANodeWithAnotherSecretIsKeptOut) {
   core::Limiter limiter(Daemon::replicated(), per_user_rules());
   std::string error;
   auto intruder = ClusterService::start(
-      io, ClusterServiceOptions{.settings = joining, .node_id = "x", .incarnation = 1, .seed = 9},
+      io,
+      ClusterServiceOptions{.settings = joining,
+                            .node_id = "x",
+                            .incarnation = 1,
+                            .seed = 9,
+                            .rules = {},
+                            .rules_text = {},
+                            .on_rules = {}},
       std::move(*Keyring::parse("a-different-secret-entirely", "x").keyring), limiter, error);
   ASSERT_NE(intruder, nullptr) << error;
   ASSERT_TRUE(run_until(io, [&] {
