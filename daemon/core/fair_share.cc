@@ -71,6 +71,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     probed_ = true;
     probing_ = true;
     const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
+    probe_ways_ = static_cast<std::uint16_t>(std::min<std::int64_t>(ways, UINT16_MAX));
     credit_ = pool / ways + dither;
     accruing_ = later / ways;
     // Where demand is sparse (a user's requests now and then), a probe
@@ -97,8 +98,14 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     weight = (weight + kOne * own_now / all_now) / 2;
   }
   // An eighth shared equally: no origin starves (a node that has not spent
-  // yet gets 1/(8 seen)), and the weights of one view still sum to one.
-  weight = (7 * weight + kOne / seen) / 8;
+  // yet gets 1/(8 seen)), and the weights of one view still sum to one. A
+  // node that probed the key shares it as many ways as its probe did, if
+  // more: nodes whose probe admitted nothing have no entry in any view, and
+  // each would take 1/(8 seen) on top of the spenders' eighths (200 nodes
+  // meeting a key at once: half of them, and the weights summed to 1.12 at
+  // the next burst, an excess a log keeps: it has no debt to repay it).
+  const std::int64_t equal_ways = std::max<std::int64_t>(seen, probe_ways_);
+  weight = (7 * weight + kOne / equal_ways) / 8;
   // Right after this node first met the key, news of who else spends is
   // still arriving: every live node may be about to.
   if (now < young_until_us_) weight = weight * seen / std::max(seen, n);

@@ -15,8 +15,13 @@
 // - others did: 7/8 of this node's part of the key's recent consumption
 //   (demand proportional, as DRL) plus 1/8 of an equal share among the
 //   origins seen, so no origin starves and one view's weights sum to one;
-//   while the key is young here (news of its spenders may still be
-//   arriving), scaled to every live node.
+//   or among as many ways as this node's probe shared the key, if more: a
+//   key met by many nodes at once leaves many of them without an entry
+//   after its probe (their draw admitted nothing), spending still, and an
+//   equal part each of the origins seen would sum above one (docs/
+//   cluster.md, "Fair shares": "Nodes without an entry"); while the key is
+//   young here (news of its spenders may still be arriving), scaled to
+//   every live node.
 // A burst's late starters: a key *wakes* when it changes after a quiet spell
 // of at least a news horizon (the ledger tells the share: note_wake), when
 // news of all it consumed before has reached every node. For a horizon after
@@ -91,6 +96,7 @@ class FairShare {
   // Requests in one epoch that make a node's demand on the key dense, and
   // how long it then stays so.
   static constexpr std::uint32_t kDenseRequests = 6;
+  static_assert(kDenseRequests < UINT8_MAX);  // asked_ reaches it
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
 
   // True when the epoch ended: start_epoch before admits.
@@ -126,7 +132,7 @@ class FairShare {
   // Counts one request (admitted or not) towards this node's demand
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
-    if (asked_ < UINT16_MAX) ++asked_;
+    if (asked_ < UINT8_MAX) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
@@ -174,7 +180,11 @@ class FairShare {
   // and flags below packed: the share is 128 bytes, one per key this node
   // checks.
   std::uint32_t epoch_us_ = 0;
-  std::uint16_t asked_ = 0;     // requests this epoch (saturates)
+  // How many ways this node's probe shared the key's balance (0: it did
+  // not probe; saturates at 65535): the equal eighth is shared at least as
+  // many ways after.
+  std::uint16_t probe_ways_ = 0;
+  std::uint8_t asked_ = 0;      // requests this epoch (saturates)
   bool unlimited_ : 1 = false;  // no share: the whole balance
   bool probed_ : 1 = false;     // a probe ran: no second one
   bool probing_ : 1 = false;

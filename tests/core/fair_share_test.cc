@@ -170,6 +170,50 @@ TEST(FairShareTest, SharesOfOneViewSumToThePoolWhenDemandShifts) {
   EXPECT_LE(total, 800 + 4);  // a dithered request each at most
 }
 
+// Twenty nodes meet a key at once and probe it twenty ways; ten of the
+// draws admit a request, ten admit none. At the next epoch the ten without
+// an entry take their eighth as one of twenty, as the probe expected, not
+// one of the eleven origins they see: one view's shares sum to the pool
+// (with 1/(8 x 11) each they summed to 1.11 pools). A node that met the key
+// already spent on, and did not probe it, still shares the eighth among the
+// origins it sees: the third spender of a key two of 200 nodes use gets
+// 1/24 of the pool, not 1/1600.
+TEST(FairShareTest, NodesWhoseProbeAdmittedNothingShareTheEighthAsManyWaysAsTheProbe) {
+  constexpr std::uint32_t kNodes = 20;
+  constexpr std::int64_t kPool = 1600;
+  const TimeUs after_young = kStart + 2 * kHorizonUs;
+  int total = 0;
+  int entry_less = 0;
+  for (std::uint32_t node = 0; node < kNodes; ++node) {
+    const bool spent = node % 2 == 0;
+    FairShare share;
+    ShareInputs in{.headroom = kPool, .spenders = kNodes, .dither_seed = node + 1u};
+    share.start_epoch(view_of(kNodes), in, kStart);
+    ASSERT_TRUE(share.probing());
+    in.others = spent ? 9 : 10;
+    in.has_own = spent;
+    in.own_consumed = spent ? 1 : 0;
+    in.all_consumed = 10;
+    share.start_epoch(view_of(kNodes), in, after_young);
+    const int admitted = spend_epoch(share, 2 * kPool, after_young);
+    total += admitted;
+    if (!spent) entry_less = admitted;
+  }
+  EXPECT_NEAR(entry_less, kPool / (8 * kNodes), 1);  // 10, not 18
+  EXPECT_GE(total, kPool - static_cast<int>(kNodes));
+  EXPECT_LE(total, kPool + static_cast<int>(kNodes));  // a dithered request each at most
+
+  FairShare third;
+  ShareInputs in{.headroom = 2400, .others = 2, .all_consumed = 1000, .dither_seed = 5};
+  third.start_epoch(view_of(200), in, kStart);  // met already spent on: no probe
+  ASSERT_FALSE(third.probing());
+  const TimeUs later = kStart + 2 * kHorizonUs;
+  ASSERT_FALSE(third.young(later));
+  in.all_consumed = 2000;  // the other two spent meanwhile
+  third.start_epoch(view_of(200), in, later);
+  EXPECT_NEAR(spend_epoch(third, 2400, later), 2400 / 24, 1);
+}
+
 // Ten nodes; this one did a sixteenth of the consumption since the marks,
 // so it weighs w = (7/16 + 1/10) / 8 = 0.0672. The key woke with 10,000 in
 // its pool, and by this node's first request of the burst the others have
