@@ -18,10 +18,10 @@
 //   or among as many ways as this node's probe shared the key, if more: a
 //   key met by many nodes at once leaves many of them without an entry
 //   after its probe (their draw admitted nothing), spending still, and an
-//   equal part each of the origins seen would sum above one (docs/
-//   cluster.md, "Fair shares": "Nodes without an entry"); while the key is
-//   young here (news of its spenders may still be arriving), scaled to
-//   every live node.
+//   equal part each of the origins seen would sum above one
+//   (docs/cluster.md, "Fair shares": "Nodes whose probe admitted
+//   nothing"); while the key is young here (news of its spenders may still
+//   be arriving), scaled to every live node.
 // A burst's late starters: a key *wakes* when it changes after a quiet spell
 // of at least a news horizon (the ledger tells the share: note_wake), when
 // news of all it consumed before has reached every node. For a horizon after

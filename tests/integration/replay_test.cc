@@ -302,8 +302,7 @@ TEST_F(ReplayTest, CapturedDatagramsSentAgainChangeNothingAndAreCounted) {
   // learns it from node 1 and passes it back with its next message; a node 0
   // back before that message would leave the capture without a dead report
   // (node 2 sends a member's record as it is when it sends).
-  ASSERT_TRUE(eventually([&] { return dead_reports_to(1, "node0") > 0; },
-                         std::chrono::seconds(20)))
+  ASSERT_TRUE(eventually([&] { return dead_reports_to(1, "node0") > 0; }, std::chrono::seconds(20)))
       << logs();
   start_node(0);
   ASSERT_TRUE(daemons_[0]->wait_ready(sockets_[0])) << logs();

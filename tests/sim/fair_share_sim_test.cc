@@ -52,12 +52,12 @@ TEST(FairShareSimTest, AlignedBurstsAtEveryNodeSpendAFairShare) {
 // 0.60 x; then -0.65..+0.75%, 0.88 x). Over 20 s a log at 200 nodes then
 // ended +1.0..+5.0% (seeds 1-8): its first bursts admitted more than their
 // room, because nodes whose probe admitted nothing (no entry in any view)
-// each took an eighth of an equal part of the origins seen on top of the
-// spenders' eighths, and a log repays nothing. They share the eighth as
-// many ways as their probe did now (fair_share.h): over 20 s seeds 1-8
-// -1.35..+1.47% (seed 3 +3.18% -> -0.18%), over 60 s -1.63..-0.12% (seeds
-// 1-4; this seed -0.12%), a loss of about a token a burst that the early
-// excess had offset (docs/accuracy.md, guarantee 3).
+// each took 1/(8 x the origins seen) on top of the spenders' eighths, and a
+// log repays nothing. Now they share the eighth as many ways as their probe
+// did (fair_share.h): over 20 s seeds 1-8 -1.35..+1.47% (seed 3 +3.18% ->
+// -0.18%), over 60 s -1.63..-0.12% (seeds 1-4; this seed -0.12%), a loss of
+// about a token a burst that the early excess had offset (docs/accuracy.md,
+// guarantee 3).
 TEST(FairShareSimTest, AlignedBurstsOnASlidingLogAt50And200Nodes) {
   const Results fifty =
       run(shipped("aligned", {"cluster.nodes=50", "rule.0.algorithm=\"sliding_log\""}), 1);

@@ -95,7 +95,8 @@ std::string write_cluster_secret(const TempDir& dir) {
   std::random_device random;
   char hex[33];
   std::snprintf(hex, sizeof(hex), "%08x%08x%08x%08x", random(), random(), random(), random());
-  const std::string path = dir.write("secret", std::string("# this test cluster's own\n") + hex + "\n");
+  const std::string path =
+      dir.write("secret", std::string("# this test cluster's own\n") + hex + "\n");
   ::chmod(path.c_str(), 0600);
   return path;
 }
