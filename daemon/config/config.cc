@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/duration.h"
+#include "core/fair_share.h"
 #include "core/glob.h"
 #include "core/rule.h"
 #include "core/rule_state.h"
@@ -64,6 +65,9 @@ constexpr IntRange kFanoutRange{0, 64};
 constexpr IntRange kMtuBytesRange{576, 65'000};
 constexpr IntRange kIndirectProbesRange{0, 16};
 constexpr IntRange kMaxMembersRange{2, 100'000};
+// A fair share remembers how many ways its probe shared a key, at most the
+// live nodes: kMaxProbeWays holds every cluster this allows.
+static_assert(kMaxMembersRange.max <= core::FairShare::kMaxProbeWays);
 constexpr IntRange kMaxPeerQueueBytesRange{std::int64_t{64} << 10, std::int64_t{1} << 30};
 constexpr std::int64_t kDefaultMaxRules = 10'000;
 

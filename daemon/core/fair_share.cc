@@ -71,7 +71,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     probed_ = true;
     probing_ = true;
     const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
-    probe_ways_ = static_cast<std::uint16_t>(std::min<std::int64_t>(ways, UINT16_MAX));
+    probe_ways_ = static_cast<std::uint32_t>(std::min<std::int64_t>(ways, kMaxProbeWays));
     credit_ = pool / ways + dither;
     accruing_ = later / ways;
     // Where demand is sparse (a user's requests now and then), a probe

@@ -96,7 +96,13 @@ class FairShare {
   // Requests in one epoch that make a node's demand on the key dense, and
   // how long it then stays so.
   static constexpr std::uint32_t kDenseRequests = 6;
-  static_assert(kDenseRequests < UINT8_MAX);  // asked_ reaches it
+  // Where the count of an epoch's requests stops (it is read as 0 or as
+  // at least kDenseRequests only).
+  static constexpr std::uint32_t kMaxAsked = 7;
+  static_assert(kDenseRequests <= kMaxAsked);
+  // The most ways a probe is remembered to have shared a key: above the
+  // largest [cluster] max_members (config.cc asserts it), so never reached.
+  static constexpr std::uint32_t kMaxProbeWays = (1u << 24) - 1;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
 
   // True when the epoch ended: start_epoch before admits.
@@ -132,7 +138,7 @@ class FairShare {
   // Counts one request (admitted or not) towards this node's demand
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
-    if (asked_ < UINT8_MAX) ++asked_;
+    if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
@@ -181,11 +187,10 @@ class FairShare {
   // checks.
   std::uint32_t epoch_us_ = 0;
   // How many ways this node's probe shared the key's balance (0: it did
-  // not probe; saturates at 65535): the equal eighth is shared at least as
-  // many ways after.
-  std::uint16_t probe_ways_ = 0;
-  std::uint8_t asked_ = 0;      // requests this epoch (saturates)
-  bool unlimited_ : 1 = false;  // no share: the whole balance
+  // not probe): the equal eighth is shared at least as many ways after.
+  std::uint32_t probe_ways_ : 24 = 0;
+  std::uint32_t asked_ : 3 = 0;  // requests this epoch (saturates at kMaxAsked)
+  bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probed_ : 1 = false;     // a probe ran: no second one
   bool probing_ : 1 = false;
   bool sparse_probe_ : 1 = false;  // the probe keeps the first request of an epoch

@@ -25,6 +25,16 @@
 namespace rlimit::testing {
 namespace {
 
+// The peer message a captured datagram carries after its envelope (magic,
+// key id and MAC: shell/envelope.h, kEnvelopeOverheadBytes). False when
+// there is none.
+bool parse_captured(const std::string& datagram, peer::v1::PeerMessage& m) {
+  constexpr std::size_t kEnvelopeBytes = 37;
+  return datagram.size() > kEnvelopeBytes &&
+         m.ParseFromArray(datagram.data() + kEnvelopeBytes,
+                          static_cast<int>(datagram.size() - kEnvelopeBytes));
+}
+
 sockaddr_in loopback(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -215,10 +225,7 @@ class ReplayTest : public ::testing::Test {
     int reports = 0;
     for (const std::string& datagram : relay_.captured_to(node)) {
       peer::v1::PeerMessage m;
-      if (datagram.size() <= 37 ||
-          !m.ParseFromArray(datagram.data() + 37, static_cast<int>(datagram.size() - 37))) {
-        continue;
-      }
+      if (!parse_captured(datagram, m)) continue;
       for (const auto& update : m.members()) {
         reports += update.node_id() == id && update.state() == peer::v1::MemberUpdate::DEAD;
       }
@@ -314,13 +321,11 @@ TEST_F(ReplayTest, CapturedDatagramsSentAgainChangeNothingAndAreCounted) {
   ASSERT_EQ(remaining(1, "carol"), 6);
 
   const std::vector<std::string> captured = relay_.captured_to(1);
-  // The capture holds what matters: joins, a leave, dead reports, counters
-  // (the payload follows the 37-byte envelope, shell/envelope.h).
+  // The capture holds what matters: joins, a leave, dead reports, counters.
   int joins = 0, leaves = 0, dead_reports = 0, counters_messages = 0;
   for (const std::string& datagram : captured) {
     peer::v1::PeerMessage m;
-    ASSERT_GT(datagram.size(), 37u);
-    ASSERT_TRUE(m.ParseFromArray(datagram.data() + 37, static_cast<int>(datagram.size() - 37)));
+    ASSERT_TRUE(parse_captured(datagram, m)) << datagram.size() << " bytes";
     joins += m.has_join() ? 1 : 0;
     leaves += m.has_leave() ? 1 : 0;
     counters_messages += m.has_counters() ? 1 : 0;
