@@ -13,12 +13,6 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string percent(double ratio) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * ratio);
-  return buf;
-}
-
 std::string hex(std::uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -57,6 +51,12 @@ double traffic_seconds(const Results& r) {
 }
 
 }  // namespace
+
+std::string percent(double ratio) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * ratio);
+  return buf;
+}
 
 std::string format_seconds(TimeUs us) {
   if (us < 0) return "never";

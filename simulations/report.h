@@ -17,6 +17,8 @@ void write_csv(const Results& r, std::ostream& out);
 
 // "12.5s", "340ms": for tables.
 std::string format_seconds(TimeUs us);
+// A ratio as a signed percentage with two decimals: "+0.12%", "-0.03%".
+std::string percent(double ratio);
 // Packets and bytes a node sent per simulated second, averaged over nodes.
 double packets_per_node_s(const Results& r);
 double bytes_per_node_s(const Results& r);

@@ -146,7 +146,7 @@ void write_svg(const Results& r, const PlotOptions& options, std::ostream& out) 
   out << "<text x=\"" << kLeft << "\" y=\"44\" fill=\"#444\">" << r.nodes << " nodes, seed "
       << r.seed << "; rates averaged over "
       << escape(format_seconds(static_cast<TimeUs>(k) * s.sample_us)) << "; admitted "
-      << escape(num(100 * r.error_ratio())) << "% vs ideal; worst "
+      << escape(percent(r.error_ratio())) << " vs ideal; worst "
       << escape(format_seconds(r.window_us)) << " window +" << r.worst_over_window
       << " tokens</text>\n";
 
