@@ -20,16 +20,16 @@
 
 #include "rlimit/client.h"
 #include "rlimit/v1/peer.pb.h"
+#include "shell/envelope.h"
 #include "support/daemon_process.h"
 
 namespace rlimit::testing {
 namespace {
 
 // The peer message a captured datagram carries after its envelope (magic,
-// key id and MAC: shell/envelope.h, kEnvelopeOverheadBytes). False when
-// there is none.
+// key id and MAC). False when there is none.
 bool parse_captured(const std::string& datagram, peer::v1::PeerMessage& m) {
-  constexpr std::size_t kEnvelopeBytes = 37;
+  constexpr std::size_t kEnvelopeBytes = shell::kEnvelopeOverheadBytes;
   return datagram.size() > kEnvelopeBytes &&
          m.ParseFromArray(datagram.data() + kEnvelopeBytes,
                           static_cast<int>(datagram.size() - kEnvelopeBytes));
