@@ -62,7 +62,9 @@ Client make_client(const std::string& socket) {
 // Whether a check of `descriptor` on `socket` is decided by rule `rule`.
 bool decided_by(const std::string& socket, const Descriptor& descriptor, const std::string& rule) {
   Client c = make_client(socket);
-  const Decision d = c.peek(CheckRequest{.descriptors = {descriptor}});
+  CheckRequest request;
+  request.descriptors = {descriptor};
+  const Decision d = c.peek(request);
   for (const RuleStatus& r : d.rules) {
     if (r.name == rule) return true;
   }
