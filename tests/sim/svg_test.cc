@@ -5,17 +5,10 @@
 #include <sstream>
 #include <string>
 
-#include "report.h"
 #include "sim_support.h"
 
 namespace rlimit::sim {
 namespace {
-
-TEST(ReportTest, PercentKeepsTwoDecimalsAndTheSign) {
-  EXPECT_EQ(percent(-0.0003), "-0.03%");
-  EXPECT_EQ(percent(0.0012), "+0.12%");
-  EXPECT_EQ(percent(0.0), "+0.00%");
-}
 
 // The plot's subtitle gives the run against the ideal as the table does:
 // a run 0.03% under it read "-0.0%" before.
