@@ -8,6 +8,7 @@
 
 #include "report.h"
 #include "scenario.h"
+#include "seeds.h"
 #include "sim.h"
 #include "svg.h"
 #include "swarm.h"
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string json_path, csv_path, svg_path;
   std::uint32_t swarm = 0;
+  std::uint32_t seeds = 0;
+  std::uint32_t jobs = 1;
   std::vector<std::string> overrides;
   app.add_option("--scenario", scenario_path, "Scenario file (TOML; see simulations/scenarios/)")
       ->required();
@@ -45,6 +48,17 @@ int main(int argc, char** argv) {
   app.add_option("--svg", svg_path, "Write the plot of admitted rate against the limit (SVG)");
   app.add_option("--swarm", swarm,
                  "Run K seeds from --seed with fault parameters drawn at random; report the worst");
+  CLI::Option* seeds_option =
+      app.add_option("--seeds", seeds,
+                     "Run the scenario as it is with K seeds from --seed; report each run and "
+                     "their mean and extremes")
+          ->check(CLI::Range(1u, 1'000'000u))
+          ->excludes("--swarm")
+          ->excludes("--csv")
+          ->excludes("--svg");
+  app.add_option("--jobs", jobs, "With --seeds: how many runs at once (threads)")
+      ->check(CLI::Range(1u, kMaxSeedJobs))
+      ->needs(seeds_option);
   app.add_option("--set", overrides, "Override a scenario field: key.path=value (TOML value)")
       ->take_all();
   app.set_version_flag("--version", std::string("rlimit-sim ") + RLIMIT_VERSION);
@@ -68,7 +82,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     const SwarmRun& worst = report.runs[report.worst];
-    std::cout << "\nWorst case (largest excess over the ideal, in a window or cumulated): seed " << worst.seed << "\n";
+    std::cout << "\nWorst case (largest excess over the ideal, in a window or cumulated): seed "
+              << worst.seed << "\n";
     std::cout << "  reproduce: " << reproduce_command(scenario_path, overrides, worst) << "\n\n";
     print_table(worst.results, std::cout);
     if (!json_path.empty() &&
@@ -82,6 +97,22 @@ int main(int argc, char** argv) {
   if (!load.scenario) {
     for (const std::string& e : load.errors) std::cerr << e << "\n";
     return 2;
+  }
+  if (seeds > 0) {
+    SeedsReport report;
+    std::string error;
+    std::cerr << "rlimit-sim: " << seeds << " runs of " << scenario_path << " from seed " << seed
+              << ", " << jobs << " at a time\n";
+    if (!run_seeds(*load.scenario, seed, seeds, jobs, report, error, &std::cerr)) {
+      std::cerr << "rlimit-sim: " << error << "\n";
+      return 2;
+    }
+    print_seeds(report, std::cout);
+    if (!json_path.empty() &&
+        !write_file(json_path, "JSON", [&](std::ostream& o) { write_seeds_json(report, o); })) {
+      return 1;
+    }
+    return 0;
   }
   Results results;
   std::string error;

@@ -13,15 +13,21 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string hex(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 double seconds(TimeUs us) { return static_cast<double>(us) / 1e6; }
 
-// A JSON string literal.
+void row(std::ostream& out, std::string_view name, const std::string& value,
+         std::string_view note = "") {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "  %-34s %16s  ", std::string(name).c_str(), value.c_str());
+  out << buf << note << "\n";
+}
+
+double traffic_seconds(const Results& r) {
+  return std::max(1e-9, seconds(r.traffic_end_us - r.traffic_start_us));
+}
+
+}  // namespace
+
 std::string quote(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
@@ -39,18 +45,11 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
-void row(std::ostream& out, std::string_view name, const std::string& value,
-         std::string_view note = "") {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "  %-34s %16s  ", std::string(name).c_str(), value.c_str());
-  out << buf << note << "\n";
+std::string hex(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
-
-double traffic_seconds(const Results& r) {
-  return std::max(1e-9, seconds(r.traffic_end_us - r.traffic_start_us));
-}
-
-}  // namespace
 
 std::string percent(double ratio) {
   char buf[64];

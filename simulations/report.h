@@ -4,6 +4,8 @@
 #pragma once
 
 #include <ostream>
+#include <string>
+#include <string_view>
 
 #include "results.h"
 
@@ -19,6 +21,10 @@ void write_csv(const Results& r, std::ostream& out);
 std::string format_seconds(TimeUs us);
 // A ratio as a signed percentage with two decimals: "+0.12%", "-0.03%".
 std::string percent(double ratio);
+// A JSON string literal (quotes, backslashes and control characters escaped).
+std::string quote(std::string_view s);
+// A digest as 16 hex digits, as the table prints it.
+std::string hex(std::uint64_t v);
 // Packets and bytes a node sent per simulated second, averaged over nodes.
 double packets_per_node_s(const Results& r);
 double bytes_per_node_s(const Results& r);
