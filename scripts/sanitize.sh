@@ -11,7 +11,8 @@
 #       with TSan (-DRLIMIT_SANITIZE=thread) and runs the multi-threaded
 #       parts: client_test (the fake daemon's thread against the client, the
 #       retry loop, the C ABI) and the DaemonTest suite, where one Client per
-#       thread asks a real rlimitd, itself built with TSan.
+#       thread asks a real rlimitd, itself built with TSan; and seeds_test
+#       (rlimit-sim --seeds runs simulations on threads of its own).
 #
 # Every program a test starts (rlimitd, rlimitctl; the pytest suites take
 # rlimitd from the build directory under test) inherits the options below: a
@@ -63,9 +64,9 @@ asan() {
 
 tsan() {
   configure build-tsan "thread"
-  timed "tsan build" cmake --build build-tsan -j"$jobs" --target client_test integration_test
+  timed "tsan build" cmake --build build-tsan -j"$jobs" --target client_test integration_test seeds_test
   timed "tsan tests" ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 600 \
-    --no-tests=error -R '^(ClientTest|CApiTest|BackoffTest|CheckWithRetryTest|DaemonTest)\.'
+    --no-tests=error -R '^(ClientTest|CApiTest|BackoffTest|CheckWithRetryTest|DaemonTest|SeedsTest)\.'
 }
 
 case "$stage" in
