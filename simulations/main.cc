@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       app.add_option("--seeds", seeds,
                      "Run the scenario as it is with K seeds from --seed; report each run and "
                      "their mean and extremes")
-          ->check(CLI::Range(1u, 1'000'000u))
+          ->check(CLI::Range(1u, kMaxSeedRuns))
           ->excludes("--swarm")
           ->excludes("--csv")
           ->excludes("--svg");

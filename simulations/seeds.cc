@@ -88,7 +88,7 @@ SeedsSummary summarize(const std::vector<SeedRun>& runs) {
 bool run_seeds(const Scenario& scenario, std::uint64_t base_seed, std::uint32_t count,
                std::uint32_t jobs, SeedsReport& report, std::string& error,
                std::ostream* progress) {
-  assert(jobs >= 1 && jobs <= kMaxSeedJobs);
+  assert(jobs >= 1 && jobs <= kMaxSeedJobs && count <= kMaxSeedRuns);
   report = SeedsReport{};
   report.scenario = scenario.name;
   report.nodes = scenario.cluster.nodes;

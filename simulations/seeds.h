@@ -23,8 +23,10 @@ namespace rlimit::sim {
 // The guarantee the summary counts runs against: a long run within 1% of the
 // ideal (docs/accuracy.md, "What the cluster guarantees").
 inline constexpr double kSeedsRunTolerance = 0.01;
-// The most simulations run_seeds runs at once.
+// The most simulations run_seeds runs at once, and the most runs of one
+// --seeds (each keeps its figures in memory until the report).
 inline constexpr std::uint32_t kMaxSeedJobs = 64;
+inline constexpr std::uint32_t kMaxSeedRuns = 1'000'000;
 
 // Figures in limits per window; -1 where the run had no such window.
 struct SeedRun {
