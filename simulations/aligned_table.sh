@@ -4,7 +4,7 @@
 # once) for each replicated algorithm at 5, 20, 50 and 200 nodes, each over
 # several seeds (rlimit-sim --seeds), as a Markdown table of the windows'
 # extremes over the seeds and the run against the ideal (range, mean, runs
-# beyond 1%). About 25 minutes on two cores with the defaults, most of it the
+# beyond 1%), the bounds of issue 14 that a row misses in bold. About 25 minutes on two cores with the defaults, most of it the
 # 200-node runs.
 # Usage: simulations/aligned_table.sh [SIM]
 #   SEEDS (default 8: seeds 1..8), DURATION (default 60s), JOBS (default 2),
@@ -36,12 +36,20 @@ d = json.load(open(sys.argv[1]))
 s = d["summary"]
 def limits(v):
     return "" if v is None else "%.2f" % v
-print("| %s | %s | %s | %s | %s | %s | %+.2f..%+.2f%% | %+.2f%% | %d of %d |" % (
-    sys.argv[2], sys.argv[3], limits(s["most_first_window_limits"]),
-    limits(s["most_later_window_limits"]), limits(s["fewest_later_window_limits"]),
-    limits(s["ideal_fewest_later_window_limits"]), 100 * s["min_admitted_vs_ideal"],
-    100 * s["max_admitted_vs_ideal"], 100 * s["mean_admitted_vs_ideal"],
-    s["beyond_tolerance"], s["runs"]))
+def bold(text, missed):  # a bound of issue 14 missed
+    return "**%s**" % text if missed else text
+first, later = s["most_first_window_limits"], s["most_later_window_limits"]
+fewest = s["fewest_later_window_limits"]
+# The burst is the limit here: at most 2 x it in the first window, 1.5 x
+# in a later one, at least 0.5 x, and each run within 1% of the ideal.
+print("| %s | %s | %s | %s | %s | %s | %s | %+.2f%% | %d of %d |" % (
+    sys.argv[2], sys.argv[3], bold(limits(first), first is not None and first > 2),
+    bold(limits(later), later is not None and later > 1.5),
+    bold(limits(fewest), fewest is not None and fewest < 0.5),
+    limits(s["ideal_fewest_later_window_limits"]),
+    bold("%+.2f..%+.2f%%" % (100 * s["min_admitted_vs_ideal"], 100 * s["max_admitted_vs_ideal"]),
+         s["beyond_tolerance"] > 0),
+    100 * s["mean_admitted_vs_ideal"], s["beyond_tolerance"], s["runs"]))
 PY
   done
 done
