@@ -4,8 +4,9 @@
 # once) for each replicated algorithm at 5, 20, 50 and 200 nodes, each over
 # several seeds (rlimit-sim --seeds), as a Markdown table of the windows'
 # extremes over the seeds and the run against the ideal (range, mean, runs
-# beyond 1%), the bounds of issue 14 that a row misses in bold. About 25 minutes on two cores with the defaults, most of it the
-# 200-node runs.
+# beyond 1%), the bounds of issue 14 that a row misses in bold. About 20
+# minutes on two cores with the defaults (19 min 49 s measured), most of it
+# the 200-node runs.
 # Usage: simulations/aligned_table.sh [SIM]
 #   SEEDS (default 8: seeds 1..8), DURATION (default 60s), JOBS (default 2),
 #   NODES (default "5 20 50 200"), ALGORITHMS (default every replicated one).
