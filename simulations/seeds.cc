@@ -82,6 +82,13 @@ SeedsSummary summarize(const std::vector<SeedRun>& runs) {
   }
   s.mean_vs_ideal /= static_cast<double>(runs.size());
   s.mean_abs_vs_ideal /= static_cast<double>(runs.size());
+  if (runs.size() > 1) {
+    double squares = 0;
+    for (const SeedRun& run : runs)
+      squares += (run.vs_ideal - s.mean_vs_ideal) * (run.vs_ideal - s.mean_vs_ideal);
+    s.sd_vs_ideal = std::sqrt(squares / static_cast<double>(runs.size() - 1));
+    s.mean_error_vs_ideal = s.sd_vs_ideal / std::sqrt(static_cast<double>(runs.size()));
+  }
   return s;
 }
 
@@ -158,6 +165,11 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
       percent(s.mean_vs_ideal).c_str(), 100 * s.mean_abs_vs_ideal, percent(s.min_vs_ideal).c_str(),
       percent(s.max_vs_ideal).c_str(), s.beyond_tolerance, s.runs, 100 * kSeedsRunTolerance);
   out << buf;
+  std::snprintf(buf, sizeof buf,
+                "  spread                      standard deviation %.2f%%, so the mean +- %.2f%% "
+                "(standard error)\n",
+                100 * s.sd_vs_ideal, 100 * s.mean_error_vs_ideal);
+  out << buf;
   const auto extreme = [&](const char* label, double value, std::uint64_t seed) {
     if (value < 0) {
       std::snprintf(buf, sizeof buf, "  %-26s  - (no run had such a window)\n", label);
@@ -190,6 +202,8 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
   out << "\n  ],\n  \"summary\": {\"runs\": " << s.runs
       << ", \"mean_admitted_vs_ideal\": " << json_ratio(s.mean_vs_ideal)
       << ", \"mean_abs_admitted_vs_ideal\": " << json_ratio(s.mean_abs_vs_ideal)
+      << ", \"sd_admitted_vs_ideal\": " << json_ratio(s.sd_vs_ideal)
+      << ", \"mean_standard_error\": " << json_ratio(s.mean_error_vs_ideal)
       << ", \"min_admitted_vs_ideal\": " << json_ratio(s.min_vs_ideal)
       << ", \"max_admitted_vs_ideal\": " << json_ratio(s.max_vs_ideal)
       << ", \"beyond_tolerance\": " << s.beyond_tolerance

@@ -43,6 +43,11 @@ struct SeedsSummary {
   std::size_t runs = 0;
   double mean_vs_ideal = 0;
   double mean_abs_vs_ideal = 0;  // the mean of |admitted / ideal - 1|
+  // The runs' standard deviation (n - 1; 0 for one run) and the mean's
+  // standard error (that over sqrt(runs)): two configurations' means that
+  // differ by less than a few standard errors do not tell them apart.
+  double sd_vs_ideal = 0;
+  double mean_error_vs_ideal = 0;
   double min_vs_ideal = 0;
   double max_vs_ideal = 0;
   std::size_t beyond_tolerance = 0;  // runs with |vs ideal| > kSeedsRunTolerance

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "sim_support.h"
@@ -77,6 +78,12 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
   EXPECT_EQ(s.runs, 3u);
   EXPECT_NEAR(s.mean_vs_ideal, (-0.02 + 0.01 + 0.004) / 3, 1e-12);
   EXPECT_NEAR(s.mean_abs_vs_ideal, (0.02 + 0.01 + 0.004) / 3, 1e-12);
+  // Sample standard deviation (n - 1) and the mean's standard error.
+  const double mean = (-0.02 + 0.01 + 0.004) / 3;
+  const double squares = (-0.02 - mean) * (-0.02 - mean) + (0.01 - mean) * (0.01 - mean) +
+                         (0.004 - mean) * (0.004 - mean);
+  EXPECT_NEAR(s.sd_vs_ideal, std::sqrt(squares / 2), 1e-12);
+  EXPECT_NEAR(s.mean_error_vs_ideal, std::sqrt(squares / 2) / std::sqrt(3.0), 1e-12);
   EXPECT_EQ(s.min_vs_ideal, -0.02);
   EXPECT_EQ(s.max_vs_ideal, 0.01);
   // 1% itself is within the tolerance; -2% is beyond it.
@@ -98,6 +105,9 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
       summarize({{.seed = 4, .fewest_later_limits = -1, .ideal_fewest_later_limits = -1}});
   EXPECT_EQ(no_window.fewest_later_limits, -1);
   EXPECT_EQ(no_window.ideal_fewest_later_limits, -1);
+  // One run has no spread to measure.
+  EXPECT_EQ(no_window.sd_vs_ideal, 0);
+  EXPECT_EQ(no_window.mean_error_vs_ideal, 0);
 }
 
 TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
@@ -131,6 +141,8 @@ TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
   EXPECT_NE(json.str().find("\"ideal_fewest_later_window_limits\": null"), std::string::npos)
       << json.str();
   EXPECT_NE(json.str().find("\"beyond_tolerance\": 1"), std::string::npos) << json.str();
+  EXPECT_NE(json.str().find("\"sd_admitted_vs_ideal\": 0.000000"), std::string::npos) << json.str();
+  EXPECT_NE(table.str().find("standard deviation 0.00%"), std::string::npos) << table.str();
 }
 
 }  // namespace
