@@ -7,12 +7,6 @@
 namespace rlimit::sim {
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 double seconds(TimeUs us) { return static_cast<double>(us) / 1e6; }
 
 void row(std::ostream& out, std::string_view name, const std::string& value,
@@ -43,6 +37,12 @@ std::string quote(std::string_view s) {
     }
   }
   return out + "\"";
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
 }
 
 std::string hex(std::uint64_t v) {
@@ -180,8 +180,8 @@ void print_table(const Results& r, std::ostream& out) {
   }
   if (r.ideal_least_window >= 0) {
     row(out, "the ideal's fewest in a later window", std::to_string(r.ideal_least_window),
-        "at " + format_seconds(r.ideal_least_window_at_us) + ", " +
-            limits(r.ideal_least_window) + " (of those whose demand reached the limit)");
+        "at " + format_seconds(r.ideal_least_window_at_us) + ", " + limits(r.ideal_least_window) +
+            " (of those whose demand reached the limit)");
   }
   const auto key_window = [&](const char* label, const KeyWindowFigure& f) {
     if (f.key.empty()) return;
@@ -329,8 +329,8 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";
   out << "  \"ideal_least_window_at_s\": " << num(seconds(r.ideal_least_window_at_us)) << ",\n";
   const auto key_json = [&](const char* name, const KeyWindowFigure& f) {
-    out << "  \"" << name << "\": {\"value\": " << num(f.value) << ", \"admitted_tokens\": "
-        << f.admitted << ", \"ideal_tokens\": " << f.ideal
+    out << "  \"" << name << "\": {\"value\": " << num(f.value)
+        << ", \"admitted_tokens\": " << f.admitted << ", \"ideal_tokens\": " << f.ideal
         << ", \"ceiling_tokens\": " << num(f.ceiling) << ", \"key\": " << quote(f.key)
         << ", \"at_s\": " << num(seconds(f.at_us)) << "},\n";
   };

@@ -21,6 +21,8 @@ void write_csv(const Results& r, std::ostream& out);
 std::string format_seconds(TimeUs us);
 // A ratio as a signed percentage with two decimals: "+0.12%", "-0.03%".
 std::string percent(double ratio);
+// A number with `digits` decimals: fixed(1.234, 2) is "1.23".
+std::string fixed(double v, int digits);
 // A JSON string literal (quotes, backslashes and control characters escaped).
 std::string quote(std::string_view s);
 // A digest as 16 hex digits, as the table prints it.

@@ -15,21 +15,11 @@
 namespace rlimit::sim {
 namespace {
 
-std::string limits(double value) {
-  if (value < 0) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", value);
-  return buf;
-}
+// In limits per window; "-" where the run had no such window.
+std::string limits(double value) { return value < 0 ? "-" : fixed(value, 2); }
 
 // A JSON number, or null for "no such window".
-std::string json_limits(double value) { return value < 0 ? "null" : limits(value); }
-
-std::string json_ratio(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6f", value);
-  return buf;
-}
+std::string json_limits(double value) { return value < 0 ? "null" : fixed(value, 2); }
 
 }  // namespace
 
@@ -87,7 +77,7 @@ SeedsSummary summarize(const std::vector<SeedRun>& runs) {
     for (const SeedRun& run : runs)
       squares += (run.vs_ideal - s.mean_vs_ideal) * (run.vs_ideal - s.mean_vs_ideal);
     s.sd_vs_ideal = std::sqrt(squares / static_cast<double>(runs.size() - 1));
-    s.mean_error_vs_ideal = s.sd_vs_ideal / std::sqrt(static_cast<double>(runs.size()));
+    s.mean_standard_error = s.sd_vs_ideal / std::sqrt(static_cast<double>(runs.size()));
   }
   return s;
 }
@@ -168,7 +158,7 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   std::snprintf(buf, sizeof buf,
                 "  spread                      standard deviation %.2f%%, so the mean +- %.2f%% "
                 "(standard error)\n",
-                100 * s.sd_vs_ideal, 100 * s.mean_error_vs_ideal);
+                100 * s.sd_vs_ideal, 100 * s.mean_standard_error);
   out << buf;
   const auto extreme = [&](const char* label, double value, std::uint64_t seed) {
     if (value < 0) {
@@ -192,7 +182,7 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
   for (std::size_t i = 0; i < report.runs.size(); ++i) {
     const SeedRun& run = report.runs[i];
     out << (i == 0 ? "\n" : ",\n") << "    {\"seed\": " << run.seed << ", \"digest\": \""
-        << hex(run.digest) << "\", \"admitted_vs_ideal\": " << json_ratio(run.vs_ideal)
+        << hex(run.digest) << "\", \"admitted_vs_ideal\": " << fixed(run.vs_ideal, 6)
         << ", \"first_window_limits\": " << json_limits(run.first_limits)
         << ", \"most_later_window_limits\": " << json_limits(run.most_later_limits)
         << ", \"fewest_later_window_limits\": " << json_limits(run.fewest_later_limits)
@@ -200,14 +190,14 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
         << "}";
   }
   out << "\n  ],\n  \"summary\": {\"runs\": " << s.runs
-      << ", \"mean_admitted_vs_ideal\": " << json_ratio(s.mean_vs_ideal)
-      << ", \"mean_abs_admitted_vs_ideal\": " << json_ratio(s.mean_abs_vs_ideal)
-      << ", \"sd_admitted_vs_ideal\": " << json_ratio(s.sd_vs_ideal)
-      << ", \"mean_standard_error\": " << json_ratio(s.mean_error_vs_ideal)
-      << ", \"min_admitted_vs_ideal\": " << json_ratio(s.min_vs_ideal)
-      << ", \"max_admitted_vs_ideal\": " << json_ratio(s.max_vs_ideal)
+      << ", \"mean_admitted_vs_ideal\": " << fixed(s.mean_vs_ideal, 6)
+      << ", \"mean_abs_admitted_vs_ideal\": " << fixed(s.mean_abs_vs_ideal, 6)
+      << ", \"sd_admitted_vs_ideal\": " << fixed(s.sd_vs_ideal, 6)
+      << ", \"mean_standard_error\": " << fixed(s.mean_standard_error, 6)
+      << ", \"min_admitted_vs_ideal\": " << fixed(s.min_vs_ideal, 6)
+      << ", \"max_admitted_vs_ideal\": " << fixed(s.max_vs_ideal, 6)
       << ", \"beyond_tolerance\": " << s.beyond_tolerance
-      << ", \"tolerance\": " << json_ratio(kSeedsRunTolerance)
+      << ", \"tolerance\": " << fixed(kSeedsRunTolerance, 6)
       << ", \"most_first_window_limits\": " << json_limits(s.most_first_limits)
       << ", \"most_later_window_limits\": " << json_limits(s.most_later_limits)
       << ", \"fewest_later_window_limits\": " << json_limits(s.fewest_later_limits)

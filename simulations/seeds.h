@@ -47,7 +47,7 @@ struct SeedsSummary {
   // standard error (that over sqrt(runs)): two configurations' means that
   // differ by less than a few standard errors do not tell them apart.
   double sd_vs_ideal = 0;
-  double mean_error_vs_ideal = 0;
+  double mean_standard_error = 0;
   double min_vs_ideal = 0;
   double max_vs_ideal = 0;
   std::size_t beyond_tolerance = 0;  // runs with |vs ideal| > kSeedsRunTolerance

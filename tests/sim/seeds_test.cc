@@ -83,7 +83,7 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
   const double squares = (-0.02 - mean) * (-0.02 - mean) + (0.01 - mean) * (0.01 - mean) +
                          (0.004 - mean) * (0.004 - mean);
   EXPECT_NEAR(s.sd_vs_ideal, std::sqrt(squares / 2), 1e-12);
-  EXPECT_NEAR(s.mean_error_vs_ideal, std::sqrt(squares / 2) / std::sqrt(3.0), 1e-12);
+  EXPECT_NEAR(s.mean_standard_error, std::sqrt(squares / 2) / std::sqrt(3.0), 1e-12);
   EXPECT_EQ(s.min_vs_ideal, -0.02);
   EXPECT_EQ(s.max_vs_ideal, 0.01);
   // 1% itself is within the tolerance; -2% is beyond it.
@@ -107,7 +107,7 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
   EXPECT_EQ(no_window.ideal_fewest_later_limits, -1);
   // One run has no spread to measure.
   EXPECT_EQ(no_window.sd_vs_ideal, 0);
-  EXPECT_EQ(no_window.mean_error_vs_ideal, 0);
+  EXPECT_EQ(no_window.mean_standard_error, 0);
 }
 
 TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
