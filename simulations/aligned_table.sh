@@ -37,6 +37,9 @@ d = json.load(open(sys.argv[1]))
 s = d["summary"]
 def limits(v):
     return "" if v is None else "%.2f" % v
+def pct(ratio):  # as rlimit-sim prints it: +0.00%, not -0.00%
+    text = "%+.2f" % (100 * ratio)
+    return "+0.00" if text == "-0.00" else text
 def bold(text, missed):  # a bound of issue 14 missed
     return "**%s**" % text if missed else text
 # Issue 14's bounds, in limits (the burst is the limit here): at most 2 x
@@ -45,14 +48,14 @@ def bold(text, missed):  # a bound of issue 14 missed
 MOST_FIRST, MOST_LATER, FEWEST_LATER = 2.0, 1.5, 0.5
 first, later = s["most_first_window_limits"], s["most_later_window_limits"]
 fewest = s["fewest_later_window_limits"]
-print("| %s | %s | %s | %s | %s | %s | %s | %+.2f%% | %d of %d |" % (
+print("| %s | %s | %s | %s | %s | %s | %s | %s%% | %d of %d |" % (
     sys.argv[2], sys.argv[3], bold(limits(first), first is not None and first > MOST_FIRST),
     bold(limits(later), later is not None and later > MOST_LATER),
     bold(limits(fewest), fewest is not None and fewest < FEWEST_LATER),
     limits(s["ideal_fewest_later_window_limits"]),
-    bold("%+.2f..%+.2f%%" % (100 * s["min_admitted_vs_ideal"], 100 * s["max_admitted_vs_ideal"]),
+    bold("%s..%s%%" % (pct(s["min_admitted_vs_ideal"]), pct(s["max_admitted_vs_ideal"])),
          s["beyond_tolerance"] > 0),
-    100 * s["mean_admitted_vs_ideal"], s["beyond_tolerance"], s["runs"]))
+    pct(s["mean_admitted_vs_ideal"]), s["beyond_tolerance"], s["runs"]))
 PY
   done
 done

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace rlimit::sim {
 namespace {
@@ -54,6 +55,8 @@ std::string hex(std::uint64_t v) {
 std::string percent(double ratio) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * ratio);
+  // A small negative that rounds to zero reads +0.00%, not -0.00%.
+  if (std::string_view(buf) == "-0.00%") return "+0.00%";
   return buf;
 }
 
