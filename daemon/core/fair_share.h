@@ -32,7 +32,11 @@
 // started first have left, which a bucket's cap or a window's passing would
 // lose for good (docs/cluster.md, "Fair shares": "A burst's pool"). The
 // Limiter asks for it (ShareInputs::from_wake) where the algorithm repays
-// an overspend.
+// an overspend; and for a sliding log, which repays nothing, over two
+// horizons (kLogWakeHorizons) where this node's demand on the key is dense:
+// every node's part of the burst's room in one epoch, and no second epoch
+// in the burst to share again what the first ones spent unheard
+// (docs/cluster.md, "Fair shares": "A log's burst in one epoch").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -104,6 +108,9 @@ class FairShare {
   // largest [cluster] max_members (config.cc asserts it), so never reached.
   static constexpr std::uint32_t kMaxProbeWays = (1u << 24) - 1;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
+  // How many news horizons after a key's wake a sliding log's epoch shares
+  // the wake's pool (the Limiter's choice; the other algorithms: one).
+  static constexpr int kLogWakeHorizons = 2;
 
   // True when the epoch ended: start_epoch before admits.
   bool due(TimeUs now) const { return now >= epoch_end_us_; }
@@ -126,10 +133,10 @@ class FairShare {
   // A wake was noted at `now` (the epoch that decides a request noted it;
   // the request's charge need not again).
   bool woke_at(TimeUs now) const { return woke_us_ == now; }
-  // The end of the last wake's horizon while `now` is before it (an epoch
-  // then shares the pool at the wake and ends there); 0 otherwise.
-  TimeUs wake_end_us(const ShareView& view, TimeUs now) const {
-    const TimeUs end = woke_us_ + view.horizon_us;
+  // The end of the last wake's `horizons` horizons while `now` is before it
+  // (an epoch then shares the pool at the wake and ends there); 0 otherwise.
+  TimeUs wake_end_us(const ShareView& view, TimeUs now, int horizons = 1) const {
+    const TimeUs end = woke_us_ + horizons * view.horizon_us;
     return woke_us_ > 0 && now < end ? end : 0;
   }
   // Whether a request of `cost` may pass. Changes nothing: a check may be

@@ -513,6 +513,61 @@ TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
   EXPECT_EQ(limiter.stats().share_wake_epochs, repays ? 1u : 0u);
 }
 
+// A sliding log repays nothing, so the burst's pool is shared only where
+// this node's demand on the key is dense, and over two horizons: the burst
+// in one epoch, no second one to share again what the others spent unheard.
+TEST(LimiterShareLogTest, ADenseBurstOnALogSharesTheWakesPoolOverTwoHorizons) {
+  const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
+  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) {
+    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  }
+  // Dense demand here: kDenseRequests in one epoch.
+  for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) check_search(*limiter, kStart + 1);
+  EXPECT_EQ(limiter->stats().share_wake_epochs, 0u);  // no quiet spell before
+  const TimeUs burst = kStart + 1 + 10 * kHorizonUs;  // after a quiet second
+  const TimeUs wake_end = burst + FairShare::kLogWakeHorizons * kHorizonUs;
+  const std::uint64_t epochs = limiter->stats().share_epochs;
+  CheckOutput refused;
+  for (int i = 0; i < 1000 && refused.rules.empty(); ++i) {
+    const CheckOutput out = check_search(*limiter, burst);
+    if (!out.allowed) refused = out;
+  }
+  ASSERT_FALSE(refused.rules.empty());
+  EXPECT_EQ(refused.rules[0].retry_after_us, wake_end - burst);
+  EXPECT_EQ(limiter->stats().share_wake_epochs, 1u);
+  // A horizon later the same epoch goes on: nothing shared again.
+  const CheckOutput later = check_search(*limiter, burst + kHorizonUs + 1);
+  EXPECT_FALSE(later.allowed);
+  EXPECT_EQ(later.rules[0].retry_after_us, wake_end - (burst + kHorizonUs + 1));
+  EXPECT_EQ(limiter->stats().share_epochs, epochs + 1);
+  // Once the two horizons are over, the next epoch: nothing was admitted
+  // here since `burst`, a quiet spell, so it starts from a wake of its own.
+  check_search(*limiter, wake_end);
+  EXPECT_EQ(limiter->stats().share_epochs, epochs + 2);
+  EXPECT_EQ(limiter->stats().share_wake_epochs, 2u);
+}
+
+// Sparse demand on a log (a request now and then) does not wait two
+// horizons for a share: no wake's pool.
+TEST(LimiterShareLogTest, SparseDemandOnALogSharesThePoolAsItStands) {
+  const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
+  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) {
+    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  }
+  check_search(*limiter, kStart + 1);
+  const TimeUs burst = kStart + 1 + 10 * kHorizonUs;
+  CheckOutput refused;
+  for (int i = 0; i < 1000 && refused.rules.empty(); ++i) {
+    const CheckOutput out = check_search(*limiter, burst);
+    if (!out.allowed) refused = out;
+  }
+  ASSERT_FALSE(refused.rules.empty());
+  EXPECT_EQ(refused.rules[0].retry_after_us, kHorizonUs);
+  EXPECT_EQ(limiter->stats().share_wake_epochs, 0u);
+}
+
 TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
   Limiter& limiter = *make_owned(GetParam());
   ASSERT_TRUE(check_search(limiter, kStart).allowed);  // the probe's first
