@@ -20,7 +20,25 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 }  // namespace
 
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
-static_assert(sizeof(FairShare) <= 128);
+static_assert(sizeof(FairShare) <= 144);
+
+void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
+                          TimeUs quiet_us, TimeUs last_change_us) {
+  burst_carry_ = 0;
+  if (burst_pool_ >= 0 && woke_us_ > 0 &&
+      last_change_us - woke_us_ <= (kLogWakeHorizons + 1) * quiet_us) {
+    const i128 error = i128(since(all_before, all_at_wake_)) - burst_pool_;
+    if (error > 0 || refused_since_wake_) {
+      burst_carry_ = static_cast<std::int64_t>(
+          std::clamp<i128>(error, -burst_pool_, std::numeric_limits<std::int64_t>::max()));
+    }
+  }
+  burst_pool_ = -1;
+  refused_since_wake_ = false;
+  woke_us_ = now;
+  all_at_wake_ = all_before;
+  own_at_wake_ = own_before;
+}
 
 void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
   probing_ = false;
@@ -121,6 +139,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
     const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
     shared = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
+    if (in.carry_burst_error) {
+      shared = std::max<i128>(0, shared - (i128{burst_carry_} << kFractionBits));
+      if (burst_pool_ < 0) {
+        burst_pool_ = static_cast<std::int64_t>(
+            std::min<i128>(shared >> kFractionBits, std::numeric_limits<std::int64_t>::max()));
+      }
+    }
     spent_since_wake = i128(spent_own) << kFractionBits;
     end = in.epoch_end_us;
   }

@@ -37,6 +37,14 @@
 // every node's part of the burst's room in one epoch, and no second epoch
 // in the burst to share again what the first ones spent unheard
 // (docs/cluster.md, "Fair shares": "A log's burst in one epoch").
+// A log's burst error is carried (ShareInputs::carry_burst_error): what the
+// cluster consumed between two wakes beyond the pool this node shared at the
+// first of them is taken from the next burst's pool, and a shortfall added
+// to it where this node's share refused a request in that burst (room the
+// cluster left unspent while demand asked for it). Every node sees the same
+// consumption once the quiet spell's news has arrived, so a burst's rounding
+// no longer adds up over a run (docs/cluster.md, "A log's burst error,
+// carried").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -91,6 +99,9 @@ struct ShareInputs {
   // then what the algorithm frees by that end.
   bool from_wake = false;
   TimeUs epoch_end_us = 0;
+  // With from_wake: take the last burst's error from the pool (above), and
+  // note the pool shared, for the next wake.
+  bool carry_burst_error = false;
 };
 
 class FairShare {
@@ -106,7 +117,7 @@ class FairShare {
   static_assert(kDenseRequests <= kMaxAsked);
   // The most ways a probe is remembered to have shared a key: above the
   // largest [cluster] max_members (config.cc asserts it), so never reached.
-  static constexpr std::uint32_t kMaxProbeWays = (1u << 24) - 1;
+  static constexpr std::uint32_t kMaxProbeWays = (1u << 23) - 1;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
@@ -125,11 +136,12 @@ class FairShare {
   // The key's entries grew at `now` after a quiet spell (a wake):
   // `all_before` and `own_before` are its entries' sum and this node's,
   // just before. Called by the ledger, on the request path and on merges.
-  void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now) {
-    woke_us_ = now;
-    all_at_wake_ = all_before;
-    own_at_wake_ = own_before;
-  }
+  // `quiet_us` is the spell that made it a wake (one news horizon) and
+  // `last_change_us` when the entries grew before it: the last burst's
+  // error is carried only if its consumption was all shared from its wake's
+  // pool (it ended within kLogWakeHorizons, its news a horizon later).
+  void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
+                 TimeUs quiet_us = 0, TimeUs last_change_us = 0);
   // A wake was noted at `now` (the epoch that decides a request noted it;
   // the request's charge need not again).
   bool woke_at(TimeUs now) const { return woke_us_ == now; }
@@ -149,6 +161,9 @@ class FairShare {
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
+  // This node's share refused a request (its demand asked for more than
+  // its share): a shortfall of the burst may be carried (above).
+  void note_refused() { refused_since_wake_ = true; }
   // Spends `cost` of the share, which ask() found it holds.
   void spend(std::int64_t cost) {
     if (!unlimited_) credit_ -= units(cost);
@@ -188,20 +203,25 @@ class FairShare {
   TimeUs woke_us_ = 0;
   std::uint64_t all_at_wake_ = 0;
   std::uint64_t own_at_wake_ = 0;
+  // The pool this node's epoch from the last wake shared (after the carry),
+  // -1 if none did; and the last burst's error, taken from the next pool.
+  std::int64_t burst_pool_ = -1;
+  std::int64_t burst_carry_ = 0;
   // The epoch's length, over which accruing_ accrues (a horizon above
   // 2^32 us, 71 minutes, accrues over 71 minutes). 32 bits, and the counts
-  // and flags below packed: the share is 128 bytes, one per key this node
+  // and flags below packed: the share is 144 bytes, one per key this node
   // checks.
   std::uint32_t epoch_us_ = 0;
   // How many ways this node's probe shared the key's balance (0: it did
   // not probe): the equal eighth is shared at least as many ways after.
-  std::uint32_t probe_ways_ : 24 = 0;
+  std::uint32_t probe_ways_ : 23 = 0;
   std::uint32_t asked_ : 3 = 0;  // requests this epoch (saturates at kMaxAsked)
   bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probed_ : 1 = false;     // a probe ran: no second one
   bool probing_ : 1 = false;
   bool sparse_probe_ : 1 = false;  // the probe keeps the first request of an epoch
   bool marked_ : 1 = false;
+  bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
 };
 
 }  // namespace rlimit::core

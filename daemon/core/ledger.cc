@@ -130,7 +130,7 @@ void Ledger::before_growth(KeyState& state, TimeUs now) const {
   }
   const std::uint64_t own =
       state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
-  state.share->note_wake(consumed_sum(state), own, now);
+  state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_, state.changed_us);
 }
 
 void Ledger::sent_entries(KeyState& state) {

@@ -634,6 +634,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       wake_end = share.wake_end_us(share_view_, now);
     } else if (p.limit->algorithm == Algorithm::kSlidingLog && share.dense(now)) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
+      in.carry_burst_error = true;
     }
     in.from_wake = wake_end > 0;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
@@ -876,6 +877,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     }
     if (p.share_retry_us > 0) {
       ++stats_.share_refused;
+      p.ledger_state->share->note_refused();
       // The room this node's share refused, where the algorithm keeps it
       // (a sliding window's credit: sliding_window.h). A key with no state
       // here yet has nothing to note it in.

@@ -254,6 +254,49 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
   EXPECT_NEAR(late(true, 100).admitted, 723 - 100, 1);
 }
 
+// A log's burst error is carried into its next burst's pool: the cluster
+// consumed `consumed` between two wakes against a pool of 100 this node
+// shared at the first; at the second this node (weighing half) shares half of
+// 100 less that error: an excess always, a shortfall only if its share
+// refused a request in the burst, and only if the burst's consumption was all
+// shared from its wake (it ended within kLogWakeHorizons + 1 horizons).
+TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
+  const auto second_burst = [](std::uint64_t consumed, bool refused, TimeUs ended_after_us,
+                               bool carry = true) {
+    FairShare share;
+    ShareInputs in{.headroom = 100, .others = 1, .has_own = true};
+    share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
+    const TimeUs woke = kStart + kUsPerSecond;
+    share.note_wake(0, 0, woke, kHorizonUs, kStart);
+    in.from_wake = true;
+    in.epoch_end_us = woke + FairShare::kLogWakeHorizons * kHorizonUs;
+    in.carry_burst_error = carry;
+    share.start_epoch(view_of(2), in, woke);  // shares 100: notes it
+    if (refused) share.note_refused();
+    const TimeUs again = woke + kUsPerSecond;
+    share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + ended_after_us);
+    in.own_consumed = consumed / 2;
+    in.all_consumed = consumed;
+    in.epoch_end_us = again + FairShare::kLogWakeHorizons * kHorizonUs;
+    share.start_epoch(view_of(2), in, again);
+    return spend_epoch(share, 1000, again);
+  };
+  constexpr TimeUs kEnded = 150'000;  // the burst's last news, after its wake
+  const auto near = [](int admitted, int expected) {
+    return admitted >= expected && admitted <= expected + 1;  // the dither
+  };
+  EXPECT_PRED2(near, second_burst(110, false, kEnded), 45);  // 100 - 10
+  EXPECT_PRED2(near, second_burst(110, false, kEnded, false), 50);  // not asked
+  EXPECT_PRED2(near, second_burst(90, false, kEnded), 50);   // nobody here asked for more
+  EXPECT_PRED2(near, second_burst(90, true, kEnded), 55);    // 100 + 10
+  EXPECT_PRED2(near, second_burst(100, true, kEnded), 50);
+  // A burst that went on past its wake's epochs: shared as usual, no error.
+  const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
+  EXPECT_PRED2(near, second_burst(110, false, beyond), 50);
+  // A shortfall is at most the pool: 0 consumed, refused, gives 100 more.
+  EXPECT_PRED2(near, second_burst(0, true, kEnded), 100);
+}
+
 // A refill that accrues (the sliding window's) is spendable as the epoch
 // goes by: none of it at the start, half halfway, all at the end.
 TEST(FairShareTest, ARefillThatAccruesBecomesSpendableAsTheEpochGoesBy) {
