@@ -628,13 +628,14 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // the key is dense (a burst, not a user's request now and then: sparse
     // keys would wait two horizons for a share), its epoch within two
     // horizons of the wake shares the wake's pool and ends with them
-    // (docs/cluster.md, "A log's burst in one epoch").
+    // (docs/cluster.md, "A log's burst in one epoch"), less what the burst
+    // before consumed beyond its pool ("A log's burst error, carried").
     TimeUs wake_end = 0;
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
     } else if (p.limit->algorithm == Algorithm::kSlidingLog && share.dense(now)) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
-      in.carry_burst_error = true;
+      in.carry_burst_error = wake_end > 0;
     }
     in.from_wake = wake_end > 0;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
