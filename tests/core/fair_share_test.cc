@@ -285,10 +285,10 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
   const auto near = [](int admitted, int expected) {
     return admitted >= expected && admitted <= expected + 1;  // the dither
   };
-  EXPECT_PRED2(near, second_burst(110, false, kEnded), 45);  // 100 - 10
+  EXPECT_PRED2(near, second_burst(110, false, kEnded), 45);         // 100 - 10
   EXPECT_PRED2(near, second_burst(110, false, kEnded, false), 50);  // not asked
-  EXPECT_PRED2(near, second_burst(90, false, kEnded), 50);   // nobody here asked for more
-  EXPECT_PRED2(near, second_burst(90, true, kEnded), 55);    // 100 + 10
+  EXPECT_PRED2(near, second_burst(90, false, kEnded), 50);          // nobody here asked for more
+  EXPECT_PRED2(near, second_burst(90, true, kEnded), 55);           // 100 + 10
   EXPECT_PRED2(near, second_burst(100, true, kEnded), 50);
   // A burst that went on past its wake's epochs: shared as usual, no error.
   const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
