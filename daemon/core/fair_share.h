@@ -140,8 +140,8 @@ class FairShare {
   // `last_change_us` when the entries grew before it: the last burst's
   // error is carried only if its consumption was all shared from its wake's
   // pool (it ended within kLogWakeHorizons, its news a horizon later).
-  void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
-                 TimeUs quiet_us = 0, TimeUs last_change_us = 0);
+  void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
+                 TimeUs last_change_us);
   // A wake was noted at `now` (the epoch that decides a request noted it;
   // the request's charge need not again).
   bool woke_at(TimeUs now) const { return woke_us_ == now; }

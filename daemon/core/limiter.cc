@@ -622,9 +622,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     const bool repays = p.limit == nullptr || !remembers_when(p.limit->algorithm);
     // A sliding log repays nothing, and with one horizon from the wake the
     // burst's second epochs shared again what the first ones had spent but
-    // not yet been heard of (aligned bursts: +0.5% to +0.8% a burst at 20 and
-    // 50 nodes), while without the wake's pool the late starters shared only
-    // what the first had left (-1.3% at 200). So where this node's demand on
+    // not yet been heard of (aligned bursts from the 10th second on: +0.58%
+    // at 20 nodes, +0.79% at 50), while without the wake's pool the late
+    // starters shared only what the first had left (-1.27% at 200). So where this node's demand on
     // the key is dense (a burst, not a user's request now and then: sparse
     // keys would wait two horizons for a share), its epoch within two
     // horizons of the wake shares the wake's pool and ends with them

@@ -236,7 +236,7 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
     in.own_consumed = 1'000;
     in.all_consumed = 10'000;
     share.start_epoch(view_of(10), in, marked);  // a weight window on: marks again
-    share.note_wake(10'000, 1'000, woke);
+    share.note_wake(10'000, 1'000, woke, kHorizonUs, marked);
     in.headroom = static_cast<std::int64_t>(4'000 - own_since);
     in.own_consumed = 1'000 + own_since;
     in.all_consumed = 16'000 + own_since;
