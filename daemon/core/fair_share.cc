@@ -45,6 +45,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   sparse_probe_ = false;
   unlimited_ = false;
   asked_ = 0;
+  past_span_ = 0;
   accruing_ = 0;
   const auto end_epoch_at = [&](TimeUs end) {
     epoch_end_us_ = end;

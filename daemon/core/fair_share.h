@@ -117,7 +117,10 @@ class FairShare {
   static_assert(kDenseRequests <= kMaxAsked);
   // The most ways a probe is remembered to have shared a key: above the
   // largest [cluster] max_members (config.cc asserts it), so never reached.
-  static constexpr std::uint32_t kMaxProbeWays = (1u << 23) - 1;
+  static constexpr std::uint32_t kMaxProbeWays = (1u << 17) - 1;
+  // Spans of an epoch's length after its end that count() tells apart;
+  // later ones count as the last (a key refused that long is at its limit).
+  static constexpr TimeUs kMaxPastSpan = 63;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
@@ -155,8 +158,19 @@ class FairShare {
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;
   // Counts one request (admitted or not) towards this node's demand
-  // density on the key; true while that demand is dense.
+  // density on the key; true while that demand is dense. A request after
+  // the epoch's end (the algorithm refused it, so no epoch started) counts
+  // in its own span of an epoch's length after that end, so that a request
+  // now and then over a long refusal does not add up to dense demand.
   bool count(TimeUs now) {
+    if (due(now)) {
+      const TimeUs span = (now - epoch_end_us_) / std::max<TimeUs>(1, epoch_us_) + 1;
+      const auto past = static_cast<std::uint32_t>(std::min<TimeUs>(span, kMaxPastSpan));
+      if (past != past_span_) {
+        past_span_ = past;
+        asked_ = 0;
+      }
+    }
     if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
@@ -214,8 +228,10 @@ class FairShare {
   std::uint32_t epoch_us_ = 0;
   // How many ways this node's probe shared the key's balance (0: it did
   // not probe): the equal eighth is shared at least as many ways after.
-  std::uint32_t probe_ways_ : 23 = 0;
-  std::uint32_t asked_ : 3 = 0;  // requests this epoch (saturates at kMaxAsked)
+  std::uint32_t probe_ways_ : 17 = 0;
+  std::uint32_t asked_ : 3 = 0;  // requests this epoch, or span after it (saturates at kMaxAsked)
+  // 0 within the epoch; k: asked_ counts the k-th span after its end.
+  std::uint32_t past_span_ : 6 = 0;
   bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probed_ : 1 = false;     // a probe ran: no second one
   bool probing_ : 1 = false;

@@ -191,6 +191,11 @@ Ledger::KeyState* Ledger::share_state(std::string_view key, TimeUs now, bool may
   return &state;
 }
 
+Ledger::KeyState* Ledger::state_with_share(std::string_view key) {
+  auto it = keys_.find(key);
+  return it != keys_.end() && it->second.share ? &it->second : nullptr;
+}
+
 std::uint64_t Ledger::dither_seed(std::string_view key) const {
   return fnv1a(self_id(), fnv1a(key));
 }

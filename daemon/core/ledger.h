@@ -181,6 +181,9 @@ class Ledger {
   // the sweep keeps its share for the key's retention); nullptr when the key
   // has no state and may not get one.
   KeyState* share_state(std::string_view key, TimeUs now, bool may_create);
+  // The state of `key` if it has a fair share already (this node checked
+  // the key before), else nullptr; makes nothing.
+  KeyState* state_with_share(std::string_view key);
   // A hash of `key` and this node, for a share's dither.
   std::uint64_t dither_seed(std::string_view key) const;
 

@@ -771,6 +771,16 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         v.retry_after_us = p.share_retry_us;
         v.excess = input.cost;
         v.delay_us = 0;
+      } else if (!v.allowed && gated && p.limit != nullptr && remembers_when(p.limit->algorithm)) {
+        // The algorithm refused: still demand on the key, counted towards
+        // this node's density (below) as a request its share saw would be.
+        // Counting only what the algorithm let through, 300 ms bursts on 200
+        // nodes looked sparse at the many nodes whose view was full, each of
+        // their epochs kept a first request beyond the share, and a log or a
+        // window does not repay that: +12% and +49% over a run (the others
+        // repay it as a debt; docs/cluster.md, "Fair shares": "Demand is
+        // what is asked").
+        p.ledger_state = ledger_.state_with_share(key);
       }
       const bool schedules = p.limit == nullptr || p.limit->schedules;
       // Taken now, proceeding when it would have fit: the wait is until the

@@ -380,6 +380,33 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
+// Requests after an epoch's end (the algorithm refused them, so no epoch
+// started) count towards density per span of the epoch's length: as many in
+// one such span make demand dense, one per span over a long refusal do not.
+TEST(FairShareTest, RequestsAfterAnEpochsEndCountPerSpanOfItsLength) {
+  const ShareInputs in{.headroom = 0,
+                       .refill = 0,
+                       .others = 4,
+                       .has_own = true,
+                       .own_consumed = 1,
+                       .all_consumed = 5};
+  FairShare sparse;
+  sparse.start_epoch(view_of(5), in, kStart);
+  for (std::uint32_t i = 0; i < 2 * FairShare::kDenseRequests; ++i) {
+    // One request half an epoch into each span after the end.
+    EXPECT_FALSE(sparse.count(kStart + kHorizonUs + i * kHorizonUs + kHorizonUs / 2));
+  }
+  FairShare dense;
+  dense.start_epoch(view_of(5), in, kStart);
+  const TimeUs past = kStart + 3 * kHorizonUs;  // in the third span after the end
+  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) EXPECT_FALSE(dense.count(past + i));
+  EXPECT_TRUE(dense.count(past + kHorizonUs - 1));
+  // A new epoch counts afresh: its first request is the sparse one still
+  // for a node that was not dense.
+  sparse.start_epoch(view_of(5), in, kStart + 20 * kHorizonUs);
+  EXPECT_EQ(sparse.ask(1, kStart + 20 * kHorizonUs), FairShare::Answer::kSparse);
+}
+
 // The soak's cold keys (docs/reliability.md, "Soak"): a per-user key new at
 // one of 3 nodes, burst 5, whose rule's keys are spread over all 3 (the hot
 // users) is probed at 5/3 plus a dither in [0, 1). Its first request passes;
@@ -609,6 +636,36 @@ TEST(LimiterShareLogTest, SparseDemandOnALogSharesThePoolAsItStands) {
   ASSERT_FALSE(refused.rules.empty());
   EXPECT_EQ(refused.rules[0].retry_after_us, kHorizonUs);
   EXPECT_EQ(limiter->stats().share_wake_epochs, 0u);
+}
+
+// Demand is what is asked: a request the log itself refuses (its view is
+// full) counts towards this node's density as one its share saw would. A
+// node that counted only what reached its share looked sparse through a
+// long burst and kept a first request beyond its share in every epoch.
+TEST(LimiterShareLogTest, RequestsTheLogRefusesCountAsDemand) {
+  const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
+  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) {
+    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  }
+  // The share's first epoch sees one request; then the log is full.
+  check_search(*limiter, kStart + 1);
+  limiter->merge_remote(key, "peer1", 5, 2000, kStart + 1);
+  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) {
+    EXPECT_FALSE(check_search(*limiter, kStart + 1).allowed);
+  }
+  EXPECT_EQ(limiter->stats().share_refused, 0u);  // the log refused them, not the share
+  // After the log emptied and a quiet spell: dense, so the wake's pool over
+  // two horizons (sparse: one horizon of the pool as it stands).
+  const TimeUs burst = kStart + 1 + kUsPerSecond + 10 * kHorizonUs;
+  CheckOutput refused;
+  for (int i = 0; i < 1000 && refused.rules.empty(); ++i) {
+    const CheckOutput out = check_search(*limiter, burst);
+    if (!out.allowed) refused = out;
+  }
+  ASSERT_FALSE(refused.rules.empty());
+  EXPECT_EQ(refused.rules[0].retry_after_us, FairShare::kLogWakeHorizons * kHorizonUs);
+  EXPECT_EQ(limiter->stats().share_wake_epochs, 1u);
 }
 
 TEST_P(LimiterShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsBurst) {
