@@ -102,6 +102,25 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
   EXPECT_LT(static_cast<double>(r.ideal_least_window), 0.5 * limit);
 }
 
+// Bursts three times as long (300 ms every second) on a sliding window at
+// 200 nodes, over 40 s: within 1% of the ideal since a request the window
+// refuses counts as demand (docs/cluster.md, "Fair shares": "Demand is what
+// is asked"). Before, the nodes whose view was full looked sparse and kept a
+// first request beyond their share in every epoch: +48.8% (seeds 1-4), this
+// seed +0.23%. The first window (cold start) admits 1.81 x the limit here,
+// within the issue's 2 x the burst (not traced; 100 ms bursts: 1.18 x).
+TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
+  const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"40s\"",
+                                            "rule.0.algorithm=\"sliding_window\"",
+                                            "traffic.0.burst_on=\"300ms\"",
+                                            "traffic.0.burst_off=\"700ms\""}),
+                        1);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
+  EXPECT_GT(r.core.share_refused, 0u);
+}
+
 // A fixed window at 200 nodes, over 40 s: within 1% of the ideal since the
 // room its shares refused is given back in the next window
 // (fixed_window.h, "Credit"; seed 2: -1.05% before, +0.00% after; seeds 1-4
