@@ -110,11 +110,11 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
 // seed +0.23%. The first window (cold start) admits 1.81 x the limit here,
 // within the 2 x the burst (not traced; 100 ms bursts: 1.18 x).
 TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
-  const Results r = run(shipped("aligned", {"cluster.nodes=200", "duration=\"40s\"",
-                                            "rule.0.algorithm=\"sliding_window\"",
-                                            "traffic.0.burst_on=\"300ms\"",
-                                            "traffic.0.burst_off=\"700ms\""}),
-                        1);
+  const Results r =
+      run(shipped("aligned",
+                  {"cluster.nodes=200", "duration=\"40s\"", "rule.0.algorithm=\"sliding_window\"",
+                   "traffic.0.burst_on=\"300ms\"", "traffic.0.burst_off=\"700ms\""}),
+          1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.01);
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
