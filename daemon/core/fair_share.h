@@ -118,7 +118,7 @@ class FairShare {
   // The most ways a probe is remembered to have shared a key: above the
   // largest [cluster] max_members (config.cc asserts it), so never reached.
   static constexpr std::uint32_t kMaxProbeWays = (1u << 17) - 1;
-  // Spans of an epoch's length after its end that count() tells apart;
+  // Spans of an epoch's length after its end that enter_span() tells apart;
   // later ones count as the last (a key refused that long is at its limit).
   static constexpr TimeUs kMaxPastSpan = 63;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
@@ -157,20 +157,23 @@ class FairShare {
   // Whether a request of `cost` may pass. Changes nothing: a check may be
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;
-  // Counts one request (admitted or not) towards this node's demand
-  // density on the key; true while that demand is dense. A request after
-  // the epoch's end (the algorithm refused it, so no epoch started) counts
-  // in its own span of an epoch's length after that end, so that a request
-  // now and then over a long refusal does not add up to dense demand.
-  bool count(TimeUs now) {
-    if (due(now)) {
-      const TimeUs span = (now - epoch_end_us_) / std::max<TimeUs>(1, epoch_us_) + 1;
-      const auto past = static_cast<std::uint32_t>(std::min<TimeUs>(span, kMaxPastSpan));
-      if (past != past_span_) {
-        past_span_ = past;
-        asked_ = 0;
-      }
+  // A request the algorithm refused at `now`, to be count()ed: after the
+  // epoch's end (no admission started a new one) it counts in its own span
+  // of an epoch's length after that end, so that a request now and then
+  // over a long refusal does not add up to dense demand. Only the refusal
+  // path calls it: an admission has just started an epoch if one was due.
+  void enter_span(TimeUs now) {
+    if (!due(now)) return;
+    const TimeUs span = (now - epoch_end_us_) / std::max<TimeUs>(1, epoch_us_) + 1;
+    const auto past = static_cast<std::uint32_t>(std::min<TimeUs>(span, kMaxPastSpan));
+    if (past != past_span_) {
+      past_span_ = past;
+      asked_ = 0;
     }
+  }
+  // Counts one request (admitted or not) towards this node's demand
+  // density on the key; true while that demand is dense.
+  bool count(TimeUs now) {
     if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);

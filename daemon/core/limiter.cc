@@ -624,10 +624,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // burst's second epochs shared again what the first ones had spent but
     // not yet been heard of (aligned bursts from the 10th second on: +0.58%
     // at 20 nodes, +0.79% at 50), while without the wake's pool the late
-    // starters shared only what the first had left (-1.27% at 200). So where this node's demand on
-    // the key is dense (a burst, not a user's request now and then: sparse
-    // keys would wait two horizons for a share), its epoch within two
-    // horizons of the wake shares the wake's pool and ends with them
+    // starters shared only what the first had left (-1.27% at 200). So
+    // where this node's demand on the key is dense (a burst, not a user's
+    // request now and then: sparse keys would wait two horizons for a
+    // share), its epoch within two horizons of the wake shares the wake's
+    // pool and ends with them
     // (docs/cluster.md, "A log's burst in one epoch"), less what the burst
     // before consumed beyond its pool ("A log's burst error, carried").
     TimeUs wake_end = 0;
@@ -781,6 +782,7 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         // repay it as a debt; docs/cluster.md, "Fair shares": "Demand is
         // what is asked").
         p.ledger_state = ledger_.state_with_share(key);
+        if (p.ledger_state != nullptr) p.ledger_state->share->enter_span(now);
       }
       const bool schedules = p.limit == nullptr || p.limit->schedules;
       // Taken now, proceeding when it would have fit: the wait is until the

@@ -394,17 +394,31 @@ TEST(FairShareTest, RequestsAfterAnEpochsEndCountPerSpanOfItsLength) {
   sparse.start_epoch(view_of(5), in, kStart);
   for (std::uint32_t i = 0; i < 2 * FairShare::kDenseRequests; ++i) {
     // One request half an epoch into each span after the end.
-    EXPECT_FALSE(sparse.count(kStart + kHorizonUs + i * kHorizonUs + kHorizonUs / 2));
+    const TimeUs at = kStart + kHorizonUs + i * kHorizonUs + kHorizonUs / 2;
+    sparse.enter_span(at);
+    EXPECT_FALSE(sparse.count(at));
   }
   FairShare dense;
   dense.start_epoch(view_of(5), in, kStart);
   const TimeUs past = kStart + 3 * kHorizonUs;  // in the third span after the end
-  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) EXPECT_FALSE(dense.count(past + i));
+  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) {
+    dense.enter_span(past + i);
+    EXPECT_FALSE(dense.count(past + i));
+  }
+  dense.enter_span(past + kHorizonUs - 1);
   EXPECT_TRUE(dense.count(past + kHorizonUs - 1));
-  // A new epoch counts afresh: its first request is the sparse one still
-  // for a node that was not dense.
-  sparse.start_epoch(view_of(5), in, kStart + 20 * kHorizonUs);
-  EXPECT_EQ(sparse.ask(1, kStart + 20 * kHorizonUs), FairShare::Answer::kSparse);
+  // A new epoch counts afresh, and so does a span after its end numbered
+  // as the last one counted before it (the 12th): one request in the epoch
+  // and five in that span are not six in one span.
+  const TimeUs next = kStart + 20 * kHorizonUs;
+  sparse.start_epoch(view_of(5), in, next);
+  EXPECT_EQ(sparse.ask(1, next), FairShare::Answer::kSparse);
+  EXPECT_FALSE(sparse.count(next));
+  const TimeUs twelfth = next + kHorizonUs + 11 * kHorizonUs;
+  for (std::uint32_t i = 1; i < FairShare::kDenseRequests; ++i) {
+    sparse.enter_span(twelfth + i);
+    EXPECT_FALSE(sparse.count(twelfth + i));
+  }
 }
 
 // The soak's cold keys (docs/reliability.md, "Soak"): a per-user key new at
@@ -509,6 +523,14 @@ CheckOutput check_search(Limiter& limiter, TimeUs now, std::int64_t cost = 1,
   return out;
 }
 
+// The bytes of api=search's key (from a peek), after nine peers' news of a
+// unit each at kStart: a key nine other nodes spend on.
+std::string key_after_nine_peers(Limiter& limiter) {
+  std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  return key;
+}
+
 class LimiterShareTest : public ::testing::TestWithParam<Algorithm> {
  protected:
   std::unique_ptr<Limiter> owned_;
@@ -520,12 +542,7 @@ class LimiterShareTest : public ::testing::TestWithParam<Algorithm> {
 
 TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
   Limiter& limiter = *make_owned(GetParam());
-  // The key's bytes, from a peek.
-  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  // Nine peers spent on it within the last seconds (a token each).
-  for (int i = 1; i <= 9; ++i) {
-    limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-  }
+  const std::string key = key_after_nine_peers(limiter);
   int admitted = 0;
   CheckOutput refused;
   for (int i = 0; i < 500; ++i) {
@@ -568,10 +585,7 @@ TEST_P(LimiterShareTest, AKeyNineOthersSpendOnAdmitsAboutATenth) {
 // as the epochs of nodes whose burst starts with a peer's news do.
 TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
   Limiter& limiter = *make_owned(GetParam());
-  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) {
-    limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-  }
+  const std::string key = key_after_nine_peers(limiter);
   check_search(limiter, kStart + 1);  // 1 us after the peers' news: no quiet spell, no wake
   EXPECT_EQ(limiter.stats().share_wake_epochs, 0u);
   const TimeUs burst = kStart + 1 + 10 * kHorizonUs;  // after a quiet second
@@ -588,10 +602,7 @@ TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
 // in one epoch, no second one to share again what the others spent unheard.
 TEST(LimiterShareLogTest, ADenseBurstOnALogSharesTheWakesPoolOverTwoHorizons) {
   const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
-  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) {
-    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-  }
+  const std::string key = key_after_nine_peers(*limiter);
   // Dense demand here: kDenseRequests in one epoch.
   for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) check_search(*limiter, kStart + 1);
   EXPECT_EQ(limiter->stats().share_wake_epochs, 0u);  // no quiet spell before
@@ -622,10 +633,7 @@ TEST(LimiterShareLogTest, ADenseBurstOnALogSharesTheWakesPoolOverTwoHorizons) {
 // horizons for a share: no wake's pool.
 TEST(LimiterShareLogTest, SparseDemandOnALogSharesThePoolAsItStands) {
   const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
-  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) {
-    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-  }
+  const std::string key = key_after_nine_peers(*limiter);
   check_search(*limiter, kStart + 1);
   const TimeUs burst = kStart + 1 + 10 * kHorizonUs;
   CheckOutput refused;
@@ -644,10 +652,7 @@ TEST(LimiterShareLogTest, SparseDemandOnALogSharesThePoolAsItStands) {
 // long burst and kept a first request beyond its share in every epoch.
 TEST(LimiterShareLogTest, RequestsTheLogRefusesCountAsDemand) {
   const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
-  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) {
-    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
-  }
+  const std::string key = key_after_nine_peers(*limiter);
   // The share's first epoch sees one request; then the log is full.
   check_search(*limiter, kStart + 1);
   limiter->merge_remote(key, "peer1", 5, 2000, kStart + 1);
@@ -699,8 +704,7 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
 // Nine peers' news on api=search (a unit each), then `tries` requests at
 // once: how many were admitted.
 int spend_after_nine_peers(Limiter& limiter, int tries) {
-  const std::string key(check_search(limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, kStart);
+  key_after_nine_peers(limiter);
   int admitted = 0;
   for (int i = 0; i < tries; ++i) admitted += check_search(limiter, kStart + 1).allowed ? 1 : 0;
   return admitted;
