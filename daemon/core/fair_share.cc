@@ -28,7 +28,17 @@ void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   if (burst_pool_ >= 0 && woke_us_ > 0 &&
       last_change_us - woke_us_ <= (kLogWakeHorizons + 1) * quiet_us) {
     const i128 error = i128(since(all_before, all_at_wake_)) - burst_pool_;
-    if (error > 0 || refused_since_wake_) {
+    // Crowded: the burst consumed three times the pool at its wake or more
+    // (which holds a horizon's refill, so a burst of up to three horizons
+    // cannot get there by refill alone) and kDenseRequests beyond it: many
+    // nodes, each asking a few requests, passed their sparse first request
+    // at once. Dense from now: no node keeps a first request beyond its
+    // share, as where its own demand is dense (docs/cluster.md, "Fair
+    // shares": "Crowded bursts").
+    if (error >= std::max<i128>(kDenseRequests, 2 * i128{burst_pool_})) {
+      dense_until_us_ = now + kDenseMemoryUs;
+    }
+    if (pool_carries_ && (error > 0 || refused_since_wake_)) {
       burst_carry_ = static_cast<std::int64_t>(
           std::clamp<i128>(error, -burst_pool_, std::numeric_limits<std::int64_t>::max()));
     }
@@ -52,10 +62,9 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     epoch_us_ = static_cast<std::uint32_t>(
         std::clamp<TimeUs>(end - now, 1, std::numeric_limits<std::uint32_t>::max()));
   };
-  if (!marked_) {
+  if (epoch_us_ == 0) {
     // The first epoch here: news of who else spends may still be arriving.
     young_until_us_ = now + view.horizon_us;
-    marked_ = true;
     prev_own_ = mark_own_ = in.own_consumed;
     prev_all_ = mark_all_ = in.all_consumed;
     mark_us_ = now;
@@ -142,13 +151,24 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     shared = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
     if (in.carry_burst_error) {
       shared = std::max<i128>(0, shared - (i128{burst_carry_} << kFractionBits));
-      if (burst_pool_ < 0) {
+      if (burst_pool_ < 0 || !pool_carries_) {
         burst_pool_ = static_cast<std::int64_t>(
             std::min<i128>(shared >> kFractionBits, std::numeric_limits<std::int64_t>::max()));
+        pool_carries_ = true;
       }
     }
     spent_since_wake = i128(spent_own) << kFractionBits;
     end = in.epoch_end_us;
+  }
+  if (burst_pool_ < 0 && woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
+    // The first epoch within a horizon of the wake notes the pool as it
+    // stood then, for the crowding check at the next wake (note_wake).
+    const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
+    const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all)) +
+                         std::max<std::int64_t>(0, in.refill);
+    burst_pool_ = static_cast<std::int64_t>(
+        std::min<i128>(at_wake, std::numeric_limits<std::int64_t>::max()));
+    pool_carries_ = false;
   }
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;

@@ -45,6 +45,13 @@
 // consumption once the quiet spell's news has arrived, so a burst's rounding
 // no longer adds up over a run (docs/cluster.md, "A log's burst error,
 // carried").
+// A crowded burst: where each node asks only a few requests of a burst, its
+// demand looks sparse (below), and each keeps its first request beyond its
+// share; 200 nodes doing so at once admit six times a burst's pool. So at a
+// key's wake, a burst before it that consumed at least three times the pool
+// at its own wake (and kDenseRequests beyond) makes this node's demand on
+// the key dense, as its own dense demand would (docs/cluster.md, "Fair
+// shares": "Crowded bursts").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -141,8 +148,9 @@ class FairShare {
   // just before. Called by the ledger, on the request path and on merges.
   // `quiet_us` is the spell that made it a wake (one news horizon) and
   // `last_change_us` when the entries grew before it: the last burst's
-  // error is carried only if its consumption was all shared from its wake's
-  // pool (it ended within kLogWakeHorizons, its news a horizon later).
+  // error is carried, and a crowded burst seen, only if its consumption was
+  // all shared from its wake's pool (it ended within kLogWakeHorizons, its
+  // news a horizon later).
   void note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
                  TimeUs last_change_us);
   // A wake was noted at `now` (the epoch that decides a request noted it;
@@ -190,7 +198,7 @@ class FairShare {
   bool probing() const { return probing_; }
   // Met too recently for news of every other spender to have arrived (a
   // share never started is young too).
-  bool young(TimeUs now) const { return !marked_ || now < young_until_us_; }
+  bool young(TimeUs now) const { return epoch_us_ == 0 || now < young_until_us_; }
   bool dense(TimeUs now) const { return dense_until_us_ >= 0 && now < dense_until_us_; }
 
  private:
@@ -221,11 +229,14 @@ class FairShare {
   std::uint64_t all_at_wake_ = 0;
   std::uint64_t own_at_wake_ = 0;
   // The pool this node's epoch from the last wake shared (after the carry),
-  // -1 if none did; and the last burst's error, taken from the next pool.
+  // or, where no epoch carries, the pool as it stood at the wake (for the
+  // crowding check); -1 if none was noted. And the last burst's error,
+  // taken from the next pool.
   std::int64_t burst_pool_ = -1;
   std::int64_t burst_carry_ = 0;
   // The epoch's length, over which accruing_ accrues (a horizon above
-  // 2^32 us, 71 minutes, accrues over 71 minutes). 32 bits, and the counts
+  // 2^32 us, 71 minutes, accrues over 71 minutes); 0 until the first epoch
+  // (so a share never started is young). 32 bits, and the counts
   // and flags below packed: the share is 144 bytes, one per key this node
   // checks.
   std::uint32_t epoch_us_ = 0;
@@ -238,9 +249,9 @@ class FairShare {
   bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probed_ : 1 = false;     // a probe ran: no second one
   bool probing_ : 1 = false;
-  bool sparse_probe_ : 1 = false;  // the probe keeps the first request of an epoch
-  bool marked_ : 1 = false;
+  bool sparse_probe_ : 1 = false;        // the probe keeps the first request of an epoch
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
+  bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
 };
 
 }  // namespace rlimit::core

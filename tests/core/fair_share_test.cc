@@ -380,6 +380,38 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
+// A crowded burst: many nodes, each asking a few requests (sparse each),
+// passed their first request beyond the share at once. At the next wake the
+// burst is seen to have consumed three times the pool at its wake
+// (and kDenseRequests beyond it), and the node's demand on the key is dense:
+// no first request is kept beyond its share. A burst below three times its
+// pool (a refill over up to three horizons may do that) changes nothing, nor
+// does one that went on past kLogWakeHorizons + 1 horizons after its wake.
+TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
+  const auto next_burst = [](std::uint64_t consumed, TimeUs ended_after_us) {
+    FairShare share;
+    ShareInputs in{.headroom = 0, .refill = 0, .others = 9, .has_own = true};
+    share.start_epoch(view_of(10), in, kStart);
+    const TimeUs woke = kStart + kUsPerSecond;
+    share.note_wake(0, 0, woke, kHorizonUs, kStart);
+    in.headroom = 20;
+    in.refill = 10;
+    share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 30
+    const TimeUs again = woke + kUsPerSecond;
+    share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us);
+    in.headroom = 0;
+    in.refill = 0;
+    in.all_consumed = consumed;
+    share.start_epoch(view_of(10), in, again);
+    return share.ask(1, again);
+  };
+  constexpr TimeUs kEnded = 150'000;
+  EXPECT_EQ(next_burst(90, kEnded), FairShare::Answer::kRefused);  // 3 x 30
+  EXPECT_EQ(next_burst(89, kEnded), FairShare::Answer::kSparse);
+  const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
+  EXPECT_EQ(next_burst(200, beyond), FairShare::Answer::kSparse);
+}
+
 // Requests after an epoch's end (the algorithm refused them, so no epoch
 // started) count towards density per span of the epoch's length: as many in
 // one such span make demand dense, one per span over a long refusal do not.
