@@ -121,6 +121,26 @@ TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
   EXPECT_GT(r.core.share_refused, 0u);
 }
 
+// Bursts every 300 ms (100 ms on, 200 ms off) on a token bucket at 200
+// nodes, 20 s: each node asks about 3 requests a burst, so its demand looks
+// sparse, and until a crowded burst made it dense every node kept its first
+// request beyond its share: up to 190 a burst against a pool of 30, then
+// nothing for bursts (this seed +2.07%, later windows up to 2.16 x, fewest
+// 0.00 x; now -0.39%, 1.35 x, 0.53 x; docs/cluster.md, "Fair shares":
+// "Crowded bursts"). The first window is not bounded here: the second burst
+// still passes the first requests (2.63 x the limit; the crowding is seen at
+// the third), which the 2 x the burst does not allow.
+TEST(FairShareSimTest, BurstsEvery300MsOnATokenBucketAt200Nodes) {
+  const Results r =
+      run(shipped("aligned", {"cluster.nodes=200", "duration=\"20s\"",
+                              "traffic.0.burst_on=\"100ms\"", "traffic.0.burst_off=\"200ms\""}),
+          2);
+  const double limit = r.limit_per_window();
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit);
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * limit);
+}
+
 // A fixed window at 200 nodes, over 40 s: within 1% of the ideal since the
 // room its shares refused is given back in the next window
 // (fixed_window.h, "Credit"; seed 2: -1.05% before, +0.00% after; seeds 1-4
@@ -208,10 +228,15 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // users must not lose theirs: scale1000), so this cold start admits up to
 // 20 nodes x 1 = twice each burst of 10, and the next second repays it
 // (docs/cluster.md, "Fair shares": not bounded below there). Over the run
-// it holds the ideal within 1% (seeds 1, 2: -0.39%, -0.45%) since a node
+// it holds the ideal within 1% (seeds 1, 2: -0.78%, -0.81%) since a node
 // whose first request of a burst comes late shares the pool as it stood at
 // the key's wake ("A burst's pool"); sharing what the first nodes had left,
-// it lost about 5% of each later second (-1.97%, -2.19%).
+// it lost about 5% of each later second (-1.97%, -2.19%). Since crowded
+// bursts make demand dense ("Crowded bursts": after the cold start's debt,
+// 20 nodes' first requests against a pool of 1 or 2) the nodes keep no
+// first request beyond their share, and the 37% of them that ask nothing in
+// a burst leave theirs unspent: -0.30% and -0.35% before (1.11 / 1.29 x
+// the limit at most later; now 1.01 / 1.20 x).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
