@@ -24,9 +24,10 @@ TEST(RedisModeSimTest, PerUserLimitsHoldThroughTheStore) {
     const Results r = run(shipped("redis10000", small()), seed);
     const std::string what = "seed " + std::to_string(seed);
     EXPECT_TRUE(r.store_mode) << what;
-    // Under the ideal: -0.91%, -0.82%, -0.78% for seeds 1-3 (fair shares of
-    // a user's few requests on its 4 nodes leave some unspent; -1.01%,
-    // -0.89%, -0.84% before a burst's pool).
+    // Under the ideal: -0.91%, -0.86%, -0.83% for seeds 1-3 (fair shares of
+    // a user's few requests on its 4 nodes leave some unspent; -0.91%,
+    // -0.85%, -0.81% before crowded bursts, b74c989; -1.01%, -0.89%, -0.84%
+    // before a burst's pool).
     EXPECT_LE(std::abs(r.error_ratio()), 0.015) << what;
     // Per key: nothing admitted above what one perfect limiter admits, but
     // for a few requests at a key's first sync.
