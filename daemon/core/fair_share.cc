@@ -28,14 +28,14 @@ void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   if (burst_pool_ >= 0 && woke_us_ > 0 &&
       last_change_us - woke_us_ <= (kLogWakeHorizons + 1) * quiet_us) {
     const i128 error = i128(since(all_before, all_at_wake_)) - burst_pool_;
-    // Crowded: the burst consumed three times the pool at its wake or more
+    // Crowded: the burst consumed kCrowdedPools times the pool at its wake or more
     // (which holds a horizon's refill, so a burst of up to three horizons
     // cannot get there by refill alone) and kDenseRequests beyond it: many
     // nodes, each asking a few requests, passed their sparse first request
     // at once. Dense from now: no node keeps a first request beyond its
     // share, as where its own demand is dense (docs/cluster.md, "Fair
     // shares": "Crowded bursts").
-    if (error >= std::max<i128>(kDenseRequests, 2 * i128{burst_pool_})) {
+    if (error >= std::max<i128>(kDenseRequests, (kCrowdedPools - 1) * i128{burst_pool_})) {
       dense_until_us_ = now + kDenseMemoryUs;
     }
     if (pool_carries_ && (error > 0 || refused_since_wake_)) {
@@ -143,11 +143,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   i128 shared = pool;
   i128 spent_since_wake = 0;
   TimeUs end = now + view.horizon_us;
+  // The balance as it stood at the last wake: what is left plus what every
+  // node spent since.
+  const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
+  const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
   if (in.from_wake) {
     assert(in.epoch_end_us > now);  // FairShare::wake_end_us
-    const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
     const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
-    const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
     shared = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
     if (in.carry_burst_error) {
       shared = std::max<i128>(0, shared - (i128{burst_carry_} << kFractionBits));
@@ -163,11 +165,8 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   if (burst_pool_ < 0 && woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
     // The first epoch within a horizon of the wake notes the pool as it
     // stood then, for the crowding check at the next wake (note_wake).
-    const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
-    const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all)) +
-                         std::max<std::int64_t>(0, in.refill);
-    burst_pool_ = static_cast<std::int64_t>(
-        std::min<i128>(at_wake, std::numeric_limits<std::int64_t>::max()));
+    burst_pool_ = static_cast<std::int64_t>(std::min<i128>(
+        at_wake + std::max<std::int64_t>(0, in.refill), std::numeric_limits<std::int64_t>::max()));
     pool_carries_ = false;
   }
   credit_ = shared * weight / kOne - spent_since_wake + dither;

@@ -47,11 +47,11 @@
 // carried").
 // A crowded burst: where each node asks only a few requests of a burst, its
 // demand looks sparse (below), and each keeps its first request beyond its
-// share; 200 nodes doing so at once admit six times a burst's pool. So at a
-// key's wake, a burst before it that consumed at least three times the pool
-// at its own wake (and kDenseRequests beyond) makes this node's demand on
-// the key dense, as its own dense demand would (docs/cluster.md, "Fair
-// shares": "Crowded bursts").
+// share; 200 nodes doing so at once admitted over four times a burst's
+// pool (bursts every 300 ms). So at a key's wake, a burst before it that
+// consumed kCrowdedPools times the pool at its own wake (and kDenseRequests
+// beyond) makes this node's demand on the key dense, as its own dense
+// demand would (docs/cluster.md, "Fair shares": "Crowded bursts").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -129,6 +129,9 @@ class FairShare {
   // later ones count as the last (a key refused that long is at its limit).
   static constexpr TimeUs kMaxPastSpan = 63;
   static constexpr TimeUs kDenseMemoryUs = 60'000'000;
+  // A burst that consumed this many times the pool at its wake (and
+  // kDenseRequests beyond it) was crowded: demand on the key is dense.
+  static constexpr int kCrowdedPools = 3;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;

@@ -262,7 +262,7 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
 // shared from its wake (it ended within kLogWakeHorizons + 1 horizons).
 TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
   const auto second_burst = [](std::uint64_t consumed, bool refused, TimeUs ended_after_us,
-                               bool carry = true) {
+                               bool carry = true, bool first_carries = true) {
     FairShare share;
     ShareInputs in{.headroom = 100, .others = 1, .has_own = true};
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
@@ -270,11 +270,12 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
     share.note_wake(0, 0, woke, kHorizonUs, kStart);
     in.from_wake = true;
     in.epoch_end_us = woke + FairShare::kLogWakeHorizons * kHorizonUs;
-    in.carry_burst_error = carry;
+    in.carry_burst_error = carry && first_carries;
     share.start_epoch(view_of(2), in, woke);  // shares 100: notes it
     if (refused) share.note_refused();
     const TimeUs again = woke + kUsPerSecond;
     share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + ended_after_us);
+    in.carry_burst_error = carry;
     in.own_consumed = consumed / 2;
     in.all_consumed = consumed;
     in.epoch_end_us = again + FairShare::kLogWakeHorizons * kHorizonUs;
@@ -287,6 +288,9 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
   };
   EXPECT_PRED2(near, second_burst(110, false, kEnded), 45);         // 100 - 10
   EXPECT_PRED2(near, second_burst(110, false, kEnded, false), 50);  // not asked
+  // A first burst whose epoch did not carry noted its pool for the crowding
+  // check only (pool_carries_): no error is carried from it.
+  EXPECT_PRED2(near, second_burst(110, false, kEnded, true, false), 50);
   EXPECT_PRED2(near, second_burst(90, false, kEnded), 50);          // nobody here asked for more
   EXPECT_PRED2(near, second_burst(90, true, kEnded), 55);           // 100 + 10
   EXPECT_PRED2(near, second_burst(100, true, kEnded), 50);
