@@ -169,6 +169,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
         at_wake + std::max<std::int64_t>(0, in.refill), std::numeric_limits<std::int64_t>::max()));
     pool_carries_ = false;
   }
+  // Crowded origins (kCrowdedOrigins): dense from now, as after a crowded
+  // burst.
+  const i128 pool_requests = shared >> kFractionBits;
+  if (in.crowd_makes_dense && seen >= kCrowdedOrigins &&
+      i128{seen} >= kCrowdedPools * pool_requests) {
+    dense_until_us_ = now + kDenseMemoryUs;
+  }
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;
   end_epoch_at(end);

@@ -51,7 +51,9 @@
 // pool (bursts every 300 ms). So at a key's wake, a burst before it that
 // consumed kCrowdedPools times the pool at its own wake (and kDenseRequests
 // beyond) makes this node's demand on the key dense, as its own dense
-// demand would (docs/cluster.md, "Fair shares": "Crowded bursts").
+// demand would (docs/cluster.md, "Fair shares": "Crowded bursts"); and so,
+// before any burst overshoots, does an epoch that sees many more origins
+// spending on the key than its pool holds requests (kCrowdedOrigins).
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -109,6 +111,10 @@ struct ShareInputs {
   // With from_wake: take the last burst's error from the pool (above), and
   // note the pool shared, for the next wake.
   bool carry_burst_error = false;
+  // Many origins seen against a small pool make demand dense (FairShare::
+  // kCrowdedOrigins); not for the sliding window (the Limiter's choice,
+  // measured: docs/cluster.md, "Fair shares": "Crowded origins").
+  bool crowd_makes_dense = false;
 };
 
 class FairShare {
@@ -132,6 +138,15 @@ class FairShare {
   // A burst that consumed this many times the pool at its wake (and
   // kDenseRequests beyond it) was crowded: demand on the key is dense.
   static constexpr int kCrowdedPools = 3;
+  // Crowded origins: an epoch that sees at least kCrowdedPools times as
+  // many origins spending on the key as its pool holds requests, and at
+  // least this many, makes demand on the key dense: their first requests
+  // alone, each kept beyond a share as sparse demand's is, would take
+  // kCrowdedPools pools at once (200 nodes with 300 ms bursts of 3
+  // requests each: a later window 1.71 x the limit, then 0.01 x). Fewer
+  // origins are left to the crowded-burst check at the next wake (20 nodes
+  // on `coldkeys`, pools of 1 or 2 late in a burst: dense at once, -1.13%).
+  static constexpr std::uint32_t kCrowdedOrigins = 2 * kDenseRequests * kCrowdedPools;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;

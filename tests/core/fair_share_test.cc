@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/limiter.h"
@@ -414,6 +415,31 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
   EXPECT_EQ(next_burst(89, kEnded), FairShare::Answer::kSparse);
   const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
   EXPECT_EQ(next_burst(200, beyond), FairShare::Answer::kSparse);
+}
+
+// An epoch that sees kCrowdedPools times as many origins spending as its
+// pool holds requests, and at least kCrowdedOrigins of them, makes demand
+// dense at once: no first request beyond the share, now or for
+// kDenseMemoryUs. Fewer origins, a larger pool, or an algorithm the Limiter
+// exempts (the sliding window) keep the sparse pass.
+TEST(FairShareTest, ManyMoreOriginsThanThePoolHoldsMakeDemandDense) {
+  const auto first_answer = [](std::uint32_t origins, std::int64_t pool, bool crowd_makes_dense) {
+    FairShare share;
+    const ShareInputs in{.headroom = pool,
+                         .refill = 0,
+                         .others = origins - 1,
+                         .has_own = true,
+                         .crowd_makes_dense = crowd_makes_dense};
+    share.start_epoch(view_of(200), in, kStart);
+    return std::pair{share.ask(pool + 1, kStart), share.dense(kStart + kUsPerSecond)};
+  };
+  constexpr std::uint32_t kOrigins = FairShare::kCrowdedOrigins;
+  static_assert(kOrigins % FairShare::kCrowdedPools == 0);
+  constexpr std::int64_t kPool = kOrigins / FairShare::kCrowdedPools;  // 12
+  EXPECT_EQ(first_answer(kOrigins, kPool, true), std::pair(FairShare::Answer::kRefused, true));
+  EXPECT_EQ(first_answer(kOrigins, kPool + 1, true), std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(kOrigins - 1, 0, true), std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(kOrigins, kPool, false), std::pair(FairShare::Answer::kSparse, false));
 }
 
 // Requests after an epoch's end (the algorithm refused them, so no epoch
