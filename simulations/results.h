@@ -58,6 +58,8 @@ struct CoreTotals {
   std::uint64_t share_refused = 0;     // checks the algorithm allowed and a fair share did not
   std::uint64_t share_probes = 0;      // keys new to a node, probed
   std::uint64_t share_wake_epochs = 0;  // epochs sharing a burst's pool at the key's wake
+  std::uint64_t share_crowded_epochs = 0;  // epochs that found a key crowded by its origins
+  std::uint64_t share_crowded_bursts = 0;  // wakes that found the burst before crowded
   std::uint64_t remote_unknown_keys = 0;
   std::uint64_t key_table_full = 0;
   std::uint64_t clock_went_back = 0;

@@ -22,9 +22,10 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
 static_assert(sizeof(FairShare) <= 144);
 
-void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
+bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
                           TimeUs quiet_us, TimeUs last_change_us) {
   burst_carry_ = 0;
+  bool crowded = false;
   if (burst_pool_ >= 0 && woke_us_ > 0 &&
       last_change_us - woke_us_ <= (kLogWakeHorizons + 1) * quiet_us) {
     const i128 error = i128(since(all_before, all_at_wake_)) - burst_pool_;
@@ -37,6 +38,7 @@ void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
     // shares": "Crowded bursts").
     if (error >= std::max<i128>(kDenseRequests, (kCrowdedPools - 1) * i128{burst_pool_})) {
       dense_until_us_ = now + kDenseMemoryUs;
+      crowded = true;
     }
     if (pool_carries_ && (error > 0 || refused_since_wake_)) {
       burst_carry_ = static_cast<std::int64_t>(
@@ -48,9 +50,10 @@ void FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   woke_us_ = now;
   all_at_wake_ = all_before;
   own_at_wake_ = own_before;
+  return crowded;
 }
 
-void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
+bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
   probing_ = false;
   sparse_probe_ = false;
   unlimited_ = false;
@@ -93,7 +96,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
       probed_ = true;
       unlimited_ = true;
       end_epoch_at(now + view.horizon_us);
-      return;
+      return false;
     }
     // New here, and nobody else known to spend yet: probe at an equal share.
     probed_ = true;
@@ -107,7 +110,7 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     sparse_probe_ = in.sparse_rule;
     end_epoch_at(now + view.horizon_us);
     young_until_us_ = epoch_end_us_ + view.horizon_us;
-    return;
+    return false;
   }
 
   // The origins known to spend on the key, this node included.
@@ -172,13 +175,13 @@ void FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Crowded origins (kCrowdedOrigins): dense from now, as after a crowded
   // burst.
   const i128 pool_requests = shared >> kFractionBits;
-  if (in.crowd_makes_dense && seen >= kCrowdedOrigins &&
-      i128{seen} >= kCrowdedPools * pool_requests) {
-    dense_until_us_ = now + kDenseMemoryUs;
-  }
+  const bool crowded = in.crowd_makes_dense && seen >= kCrowdedOrigins &&
+                       i128{seen} >= kCrowdedPools * pool_requests;
+  if (crowded) dense_until_us_ = now + kDenseMemoryUs;
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;
   end_epoch_at(end);
+  return crowded;
 }
 
 __int128 FairShare::accrued(TimeUs now) const {

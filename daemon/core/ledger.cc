@@ -123,14 +123,16 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
   return state;
 }
 
-void Ledger::before_growth(KeyState& state, TimeUs now) const {
+void Ledger::before_growth(KeyState& state, TimeUs now) {
   if (!state.share || wake_quiet_us_ <= 0 || now - state.changed_us < wake_quiet_us_ ||
       state.share->woke_at(now)) {
     return;
   }
   const std::uint64_t own =
       state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
-  state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_, state.changed_us);
+  if (state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_, state.changed_us)) {
+    ++crowded_bursts_;
+  }
 }
 
 void Ledger::sent_entries(KeyState& state) {

@@ -145,7 +145,7 @@ class Ledger {
   // epoch starts: a quiet key wakes now, so that epoch already shares as
   // one after the wake (the charge that follows, at the same `now`, finds
   // the wake noted and does not sum the entries again).
-  void wake_if_quiet(KeyState& state, TimeUs now) const { before_growth(state, now); }
+  void wake_if_quiet(KeyState& state, TimeUs now) { before_growth(state, now); }
 
   // Records `cost` consumed here from `key`.
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
@@ -240,6 +240,9 @@ class Ledger {
   // Peers' entries not merged because of max_keys / max_entries_per_key.
   std::uint64_t keys_over_bound() const { return keys_over_bound_; }
   std::uint64_t entries_over_bound() const { return entries_over_bound_; }
+  // Wakes at which a key's share found the burst before crowded and made
+  // demand on the key dense (FairShare::note_wake, "Crowded bursts").
+  std::uint64_t crowded_bursts() const { return crowded_bursts_; }
 
   // What peers may make this ledger hold ([cluster] max_origins,
   // max_ledger_keys, max_entries_per_key). Only what peers send is refused
@@ -271,7 +274,7 @@ class Ledger {
   KeyState& touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now);
   // Before the key's entries grow at `now`: tells its share, if it has one,
   // of a wake (a growth after wake_quiet_us_ without one).
-  void before_growth(KeyState& state, TimeUs now) const;
+  void before_growth(KeyState& state, TimeUs now);
   static void sent_entries(KeyState& state);
   // The floor of (origin, incarnation) in the key's applied reset; 0 for none.
   static std::uint64_t floor_of(const KeyState& state, std::uint32_t origin,
@@ -305,6 +308,7 @@ class Ledger {
   std::uint64_t origins_over_bound_ = 0;
   std::uint64_t keys_over_bound_ = 0;
   std::uint64_t entries_over_bound_ = 0;
+  std::uint64_t crowded_bursts_ = 0;
   Bounds bounds_;
   std::uint64_t history_forgiven_ = 0;
 };

@@ -696,7 +696,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // younger key's other spenders may not have been heard of yet),
     // including keys its probe refused and nobody else spent on: spread 1.
     const bool learn = !share.young(now);
-    share.start_epoch(share_view_, in, now);
+    if (share.start_epoch(share_view_, in, now)) ++stats_.share_crowded_epochs;
     if (learn) {
       const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);

@@ -186,6 +186,9 @@ struct LimiterStats {
   std::uint64_t share_probes = 0;     // of those, probes of a key new here
   std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
   std::uint64_t share_wake_epochs = 0;  // of the epochs, those sharing a burst's pool at its wake
+  // Of the epochs, those that found a key crowded (FairShare::kCrowdedOrigins)
+  // and made demand on it dense; the ledger counts the crowded bursts.
+  std::uint64_t share_crowded_epochs = 0;
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check

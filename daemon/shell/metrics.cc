@@ -76,6 +76,11 @@ const StatusMetric kStatusMetrics[] = {
             "Checks not gated by a fair share because the ledger held max_keys."),
     counter("rlimit_share_wake_epochs_total",
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
+    labelled("rlimit_share_crowded_total", kCounter,
+             "Fair shares that found a key crowded and made demand on it dense, by what showed "
+             "it: many more origins than the pool holds (at an epoch), or a burst that "
+             "consumed three times its pool (at a wake).",
+             "by", "origins"),
     // ShellCounters
     counter("rlimit_connections_accepted_total", "Unix socket connections accepted."),
     counter("rlimit_connections_rejected_total",
@@ -204,6 +209,7 @@ const StatusMetric kStatusMetrics[] = {
              "Peer counter data the ledger refused at a bound, by bound.", "bound", "max_origins"),
     labelled("rlimit_ledger_over_bound_total", kCounter, "", "bound", "max_ledger_keys"),
     labelled("rlimit_ledger_over_bound_total", kCounter, "", "bound", "max_entries_per_key"),
+    labelled("rlimit_share_crowded_total", kCounter, "", "by", "burst"),
     // PeerCounters
     labelled("rlimit_peer_packets_total", kCounter, "Peer datagrams or frames on the peer socket.",
              "direction", "in"),
@@ -334,6 +340,7 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
+    "share_crowded_epochs",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",
@@ -361,9 +368,9 @@ constexpr std::string_view kStatusNames[] = {
     "members_probes_sent", "members_indirect_probes_sent", "members_acks_received",
     "members_suspicions", "members_deaths", "members_refutations", "members_reannouncements",
     "members_joins_sent", "members_rejoins_sent", "members_over_bound", "members_stale_updates",
-    "members_tables_sent", "members_tables_not_sent",
-    "members_alive", "members_suspect", "members_dead", "members_left", "ledger_history_forgiven",
-    "ledger_origins_over_bound", "ledger_keys_over_bound", "ledger_entries_over_bound",
+    "members_tables_sent", "members_tables_not_sent", "members_alive", "members_suspect",
+    "members_dead", "members_left", "ledger_history_forgiven", "ledger_origins_over_bound",
+    "ledger_keys_over_bound", "ledger_entries_over_bound", "share_crowded_bursts",
     // PeerCounters
     "peer_packets_received", "peer_bytes_received", "peer_packets_sent", "peer_bytes_sent",
     "peer_bad_mac", "peer_unknown_key", "peer_malformed", "peer_oversize", "peer_send_errors",

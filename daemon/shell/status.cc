@@ -51,6 +51,8 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("ledger_origins_over_bound", limiter.ledger().origins_over_bound());
     add_counter("ledger_keys_over_bound", limiter.ledger().keys_over_bound());
     add_counter("ledger_entries_over_bound", limiter.ledger().entries_over_bound());
+    // Fair shares' crowded bursts, seen at the keys' wakes (the ledger's).
+    add_counter("share_crowded_bursts", limiter.ledger().crowded_bursts());
   };
   if (context.cluster != nullptr) {
     const core::Membership& membership = context.cluster->membership();

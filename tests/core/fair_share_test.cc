@@ -403,18 +403,18 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
     in.refill = 10;
     share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 30
     const TimeUs again = woke + kUsPerSecond;
-    share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us);
+    const bool crowded = share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us);
     in.headroom = 0;
     in.refill = 0;
     in.all_consumed = consumed;
-    share.start_epoch(view_of(10), in, again);
-    return share.ask(1, again);
+    EXPECT_FALSE(share.start_epoch(view_of(10), in, again));  // 10 origins: not crowded by them
+    return std::pair{share.ask(1, again), crowded};
   };
   constexpr TimeUs kEnded = 150'000;
-  EXPECT_EQ(next_burst(90, kEnded), FairShare::Answer::kRefused);  // 3 x 30
-  EXPECT_EQ(next_burst(89, kEnded), FairShare::Answer::kSparse);
+  EXPECT_EQ(next_burst(90, kEnded), std::pair(FairShare::Answer::kRefused, true));  // 3 x 30
+  EXPECT_EQ(next_burst(89, kEnded), std::pair(FairShare::Answer::kSparse, false));
   const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
-  EXPECT_EQ(next_burst(200, beyond), FairShare::Answer::kSparse);
+  EXPECT_EQ(next_burst(200, beyond), std::pair(FairShare::Answer::kSparse, false));
 }
 
 // An epoch that sees kCrowdedPools times as many origins spending as its
@@ -430,8 +430,9 @@ TEST(FairShareTest, ManyMoreOriginsThanThePoolHoldsMakeDemandDense) {
                          .others = origins - 1,
                          .has_own = true,
                          .crowd_makes_dense = crowd_makes_dense};
-    share.start_epoch(view_of(200), in, kStart);
-    return std::pair{share.ask(pool + 1, kStart), share.dense(kStart + kUsPerSecond)};
+    const bool crowded = share.start_epoch(view_of(200), in, kStart);
+    EXPECT_EQ(crowded, share.dense(kStart + kUsPerSecond));
+    return std::pair{share.ask(pool + 1, kStart), crowded};
   };
   constexpr std::uint32_t kOrigins = FairShare::kCrowdedOrigins;
   static_assert(kOrigins % FairShare::kCrowdedPools == 0);

@@ -377,6 +377,10 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_TRUE(p.samples.contains("rlimit_cluster_bytes_total{direction=\"out\"}"));
   EXPECT_TRUE(p.samples.contains("rlimit_gossip_backlog_keys"));
   EXPECT_TRUE(p.samples.contains("rlimit_members_joins_sent_total"));
+  // Fair shares' crowding, one family from the limiter's stats and the ledger's.
+  EXPECT_EQ(p.type.at("rlimit_share_crowded_total"), "counter");
+  EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"origins\"}"), "0");
+  EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"burst\"}"), "0");
 }
 
 TEST(RulesDigest, SameRulesSameDigestWhateverTheOrder) {
