@@ -32,6 +32,7 @@ import pytest
 # an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "support"))
 from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
+from free_port import free_port  # noqa: E402
 
 sys.path.insert(0, os.environ["RLIMIT_ENVOY_PY"])
 
@@ -43,12 +44,6 @@ METHOD = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 Response = rls_pb2.RateLimitResponse
 RateLimit = Response.RateLimit
 CALL_TIMEOUT_S = 5
-
-
-def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:

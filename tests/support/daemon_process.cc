@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -209,24 +211,77 @@ std::string DaemonProcess::log() const {
   return text.str();
 }
 
+namespace {
+
+// Ports free_port() hands out lie below the kernel's ephemeral range, so no
+// socket bound to port 0 and no outgoing connection of any process (another
+// test's client, redis-server's replicas) can take one between free_port()
+// and the daemon's bind. The range's floor; its top is the ephemeral floor.
+constexpr int kTestPortFloor = 20'000;
+
+// The lowest ephemeral port (net.ipv4.ip_local_port_range), 32768 if unread.
+int ephemeral_floor() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return (in >> low) && low > 0 ? low : 32'768;
+}
+
+// True if `port` can be bound on loopback for both TCP and UDP right now.
+bool bindable(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  bool ok = true;
+  for (const int type : {SOCK_STREAM, SOCK_DGRAM}) {
+    const int fd = ::socket(AF_INET, type, 0);
+    ok = ok && fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (fd >= 0) ::close(fd);
+  }
+  return ok;
+}
+
+// A port the kernel chose from its ephemeral range, bindable for TCP and UDP:
+// the fallback where the range leaves no room below it.
+int kernel_chosen_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool bound = fd >= 0 &&
+                     ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  const int port = bound ? ntohs(addr.sin_port) : -1;
+  return port > 0 && bindable(port) ? port : -1;
+}
+
+}  // namespace
+
 int free_port() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    const int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (::bind(tcp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(tcp);
-      continue;
+  constexpr int kAttempts = 50;
+  const int top = ephemeral_floor();
+  if (top - kTestPortFloor < 1'000) {
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      if (const int port = kernel_chosen_port(); port > 0) return port;
     }
-    const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
-    const bool udp_ok = ::bind(udp, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    ::close(udp);
-    ::close(tcp);
-    if (udp_ok) return ntohs(addr.sin_port);
+    return -1;
+  }
+  // Each test process walks the range from a random place of its own and
+  // never hands a port out twice: a test's own daemons and relays cannot
+  // collide, and tests running side by side rarely start near each other.
+  const int span = top - kTestPortFloor;
+  static std::mutex mutex;
+  const std::lock_guard lock(mutex);
+  static int next = [span] {
+    std::random_device seed;
+    return static_cast<int>(seed() % static_cast<unsigned>(span));
+  }();
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const int port = kTestPortFloor + next;
+    next = (next + 1) % span;
+    if (bindable(port)) return port;
   }
   return -1;
 }

@@ -34,8 +34,11 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-// A loopback port that was free, for both TCP and UDP, a moment ago (a
-// daemon bound to it may still lose a race); -1 after 50 tries.
+// A loopback port that was free, for both TCP and UDP, a moment ago; -1
+// after 50 tries. It lies below the kernel's ephemeral range (no bind to
+// port 0 or outgoing connection of any process takes it meanwhile) and is
+// never handed out twice by one process; another test process may still
+// pick it, rarely, before the daemon binds it. Thread-safe.
 int free_port();
 
 // Writes a cluster secret of its own to dir's file "secret" (mode 600) and

@@ -24,15 +24,9 @@ import pytest
 # an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "support"))
 from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
+from free_port import free_port  # noqa: E402
 
 START_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen, log_path: str) -> None:

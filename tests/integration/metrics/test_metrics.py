@@ -29,6 +29,7 @@ import pytest
 # an ASan/LSan/UBSan/TSan error (build-asan, build-tsan).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "support"))
 from sanitizer_report import assert_no_sanitizer_report  # noqa: E402
+from free_port import free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -51,12 +52,6 @@ period = "1h"
 algorithm = "fixed_window"
 mode = "shadow"
 """
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop(process: subprocess.Popen) -> None:
