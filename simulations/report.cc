@@ -186,6 +186,12 @@ void print_table(const Results& r, std::ostream& out) {
         "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
             " (of those whose demand reached the limit and the ideal half of it)");
   }
+  if (r.least_window_vs_ideal >= 0) {
+    row(out, "fewest against the ideal", fixed(r.least_window_vs_ideal, 2),
+        "at " + format_seconds(r.least_window_vs_ideal_at_us) + ", " +
+            std::to_string(r.least_window_vs_ideal_admitted) + " of the ideal's " +
+            std::to_string(r.least_window_vs_ideal_ideal) + " (the same windows)");
+  }
   if (r.ideal_least_window >= 0) {
     row(out, "the ideal's fewest in a later window", std::to_string(r.ideal_least_window),
         "at " + format_seconds(r.ideal_least_window_at_us) + ", " + limits(r.ideal_least_window) +
@@ -334,6 +340,9 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"worst_window_admitted_at_s\": " << num(seconds(r.worst_window_at_us)) << ",\n";
   out << "  \"least_window_admitted_tokens\": " << r.least_window_admitted << ",\n";
   out << "  \"least_window_admitted_at_s\": " << num(seconds(r.least_window_at_us)) << ",\n";
+  out << "  \"least_window_vs_ideal\": " << num(r.least_window_vs_ideal) << ",\n";
+  out << "  \"least_window_vs_ideal_at_s\": " << num(seconds(r.least_window_vs_ideal_at_us))
+      << ",\n";
   out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";
   out << "  \"ideal_least_window_at_s\": " << num(seconds(r.ideal_least_window_at_us)) << ",\n";
   const auto key_json = [&](const char* name, const KeyWindowFigure& f) {

@@ -146,6 +146,15 @@ struct Results {
   // warming up while cold), the cluster's fewest above cannot reach half.
   std::int64_t ideal_least_window = -1;
   TimeUs ideal_least_window_at_us = 0;
+  // Over the windows the fewest above counts, the smallest share of what the
+  // perfect limiter admitted in the same window that the cluster admitted
+  // (-1 if none): "no silence" against the algorithm itself, for an
+  // algorithm whose own windows sit near half the limit (a sliding window
+  // under aligned bursts), where the fewest in limits says little.
+  double least_window_vs_ideal = -1;
+  TimeUs least_window_vs_ideal_at_us = 0;
+  std::int64_t least_window_vs_ideal_admitted = 0;  // the cluster's, in that window
+  std::int64_t least_window_vs_ideal_ideal = 0;     // the perfect limiter's
   // Per key (per stream when its keys share one limit; key_windows.h), in
   // the windows that start within a window of the key's first admission
   // (cold) and in the later ones: the most one key admitted in a window as a

@@ -36,6 +36,7 @@ SeedRun seed_run(const Results& results) {
       .most_later_limits = in_limits(results.worst_window_admitted),
       .fewest_later_limits = in_limits(results.least_window_admitted),
       .ideal_fewest_later_limits = in_limits(results.ideal_least_window),
+      .fewest_vs_ideal = results.least_window_vs_ideal,
   };
 }
 
@@ -69,6 +70,7 @@ SeedsSummary summarize(const std::vector<SeedRun>& runs) {
     lower(run.fewest_later_limits, run.seed, s.fewest_later_limits, s.fewest_later_seed);
     lower(run.ideal_fewest_later_limits, run.seed, s.ideal_fewest_later_limits,
           s.ideal_fewest_later_seed);
+    lower(run.fewest_vs_ideal, run.seed, s.fewest_vs_ideal, s.fewest_vs_ideal_seed);
   }
   s.mean_vs_ideal /= static_cast<double>(runs.size());
   s.mean_abs_vs_ideal /= static_cast<double>(runs.size());
@@ -135,15 +137,17 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   out << "Scenario " << report.scenario << ", " << report.nodes << " nodes: " << s.runs
       << (s.runs == 1 ? " run" : " runs") << " (windows in limits)\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %8s  %9s  %6s  %11s  %12s  %14s  %s\n", "seed", "vs ideal",
-                "first", "most later", "fewest later", "ideal's fewest", "digest");
+  std::snprintf(buf, sizeof buf, "  %8s  %9s  %6s  %11s  %12s  %14s  %15s  %s\n", "seed",
+                "vs ideal", "first", "most later", "fewest later", "ideal's fewest",
+                "fewest vs ideal", "digest");
   out << buf;
   for (const SeedRun& run : report.runs) {
-    std::snprintf(buf, sizeof buf, "  %8llu  %9s  %6s  %11s  %12s  %14s  %s\n",
+    std::snprintf(buf, sizeof buf, "  %8llu  %9s  %6s  %11s  %12s  %14s  %15s  %s\n",
                   static_cast<unsigned long long>(run.seed), percent(run.vs_ideal).c_str(),
                   limits(run.first_limits).c_str(), limits(run.most_later_limits).c_str(),
                   limits(run.fewest_later_limits).c_str(),
-                  limits(run.ideal_fewest_later_limits).c_str(), hex(run.digest).c_str());
+                  limits(run.ideal_fewest_later_limits).c_str(),
+                  limits(run.fewest_vs_ideal).c_str(), hex(run.digest).c_str());
     out << buf;
   }
   if (s.runs == 0) return;
@@ -173,6 +177,15 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   extreme("most in a later window", s.most_later_limits, s.most_later_seed);
   extreme("fewest in a later window", s.fewest_later_limits, s.fewest_later_seed);
   extreme("the ideal's fewest later", s.ideal_fewest_later_limits, s.ideal_fewest_later_seed);
+  if (s.fewest_vs_ideal < 0) {
+    std::snprintf(buf, sizeof buf, "  %-26s  - (no run had such a window)\n",
+                  "fewest against the ideal");
+  } else {
+    std::snprintf(buf, sizeof buf, "  %-26s  %.2f x the ideal's in that window (seed %llu)\n",
+                  "fewest against the ideal", s.fewest_vs_ideal,
+                  static_cast<unsigned long long>(s.fewest_vs_ideal_seed));
+  }
+  out << buf;
 }
 
 void write_seeds_json(const SeedsReport& report, std::ostream& out) {
@@ -187,7 +200,7 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
         << ", \"most_later_window_limits\": " << json_limits(run.most_later_limits)
         << ", \"fewest_later_window_limits\": " << json_limits(run.fewest_later_limits)
         << ", \"ideal_fewest_later_window_limits\": " << json_limits(run.ideal_fewest_later_limits)
-        << "}";
+        << ", \"fewest_later_window_vs_ideal\": " << json_limits(run.fewest_vs_ideal) << "}";
   }
   out << "\n  ],\n  \"summary\": {\"runs\": " << s.runs
       << ", \"mean_admitted_vs_ideal\": " << fixed(s.mean_vs_ideal, 6)
@@ -202,7 +215,7 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
       << ", \"most_later_window_limits\": " << json_limits(s.most_later_limits)
       << ", \"fewest_later_window_limits\": " << json_limits(s.fewest_later_limits)
       << ", \"ideal_fewest_later_window_limits\": " << json_limits(s.ideal_fewest_later_limits)
-      << "}\n}\n";
+      << ", \"fewest_later_window_vs_ideal\": " << json_limits(s.fewest_vs_ideal) << "}\n}\n";
 }
 
 }  // namespace rlimit::sim

@@ -37,6 +37,9 @@ struct SeedRun {
   double most_later_limits = 0;  // the most in a later window
   double fewest_later_limits = -1;
   double ideal_fewest_later_limits = -1;
+  // The least share of the ideal's admissions in the same window (a ratio,
+  // not limits; Results::least_window_vs_ideal).
+  double fewest_vs_ideal = -1;
 };
 
 struct SeedsSummary {
@@ -60,6 +63,8 @@ struct SeedsSummary {
   std::uint64_t fewest_later_seed = 0;
   double ideal_fewest_later_limits = -1;
   std::uint64_t ideal_fewest_later_seed = 0;
+  double fewest_vs_ideal = -1;
+  std::uint64_t fewest_vs_ideal_seed = 0;
 };
 
 struct SeedsReport {

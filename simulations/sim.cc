@@ -754,10 +754,18 @@ class Simulation {
         r_.ideal_least_window = ideal_admitted;
         r_.ideal_least_window_at_us = at;
       }
-      if (static_cast<double>(ideal_admitted) >= 0.5 * r_.limit_per_window() &&
-          (r_.least_window_admitted < 0 || admitted < r_.least_window_admitted)) {
+      if (static_cast<double>(ideal_admitted) < 0.5 * r_.limit_per_window()) continue;
+      if (r_.least_window_admitted < 0 || admitted < r_.least_window_admitted) {
         r_.least_window_admitted = admitted;
         r_.least_window_at_us = at;
+      }
+      const double vs_ideal = static_cast<double>(admitted) /
+                              static_cast<double>(std::max<std::int64_t>(1, ideal_admitted));
+      if (r_.least_window_vs_ideal < 0 || vs_ideal < r_.least_window_vs_ideal) {
+        r_.least_window_vs_ideal = vs_ideal;
+        r_.least_window_vs_ideal_at_us = at;
+        r_.least_window_vs_ideal_admitted = admitted;
+        r_.least_window_vs_ideal_ideal = ideal_admitted;
       }
     }
   }

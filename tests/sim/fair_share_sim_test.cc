@@ -98,8 +98,37 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAt200Nodes) {
   // One perfect sliding window itself admits less than half the limit in
   // some windows of full demand (its estimate weighs the previous window's
   // burst as if spread over it): the "at least half" is not this
-  // algorithm's to give.
+  // algorithm's to give in limits. Against its ideal it is (0.73 of the
+  // ideal's at least over seeds 1-8, 60 s; the next test).
   EXPECT_LT(static_cast<double>(r.ideal_least_window), 0.5 * limit);
+  EXPECT_GE(r.least_window_vs_ideal, 0.5);
+}
+
+// No silence, for a sliding window: one perfect sliding window under these
+// bursts settles at about half the limit a second (its estimate weighs the
+// previous window's burst as if spread over it: 100, 9, 91, 18, 83, 25 ... a
+// burst, 51 and 54 by turns from the 30th second; seed 1, 20 nodes), so the
+// issue's "at least half the limit" is its own level and the cluster, within
+// a few tokens of it a window, dips below (0.37-0.42 x over seeds 1-8 at 5
+// to 200 nodes). What "no silence" asks of it is half of what the
+// algorithm itself admits: in every later window of full demand in which
+// the ideal admitted half the limit, the cluster admits at least half the
+// ideal's (seeds 1-8, 60 s: at least 0.81, 0.76 and 0.69 of it at 5, 20 and
+// 50 nodes; docs/accuracy.md, guarantee 3). 40 s here, seeds 1-4; without
+// fair shares 0.00 (20 nodes, seed 1: nothing where the ideal admitted 91).
+TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAdmitHalfWhatItsIdealDoes) {
+  for (const int nodes : {5, 20, 50}) {
+    for (const std::uint64_t seed : {1, 2, 3, 4}) {
+      const Results r =
+          run(shipped("aligned", {"cluster.nodes=" + std::to_string(nodes), "duration=\"40s\"",
+                                  "rule.0.algorithm=\"sliding_window\""}),
+              seed);
+      const std::string what = std::to_string(nodes) + " nodes, seed " + std::to_string(seed);
+      EXPECT_GE(r.least_window_vs_ideal, 0.5) << what;
+      EXPECT_LT(static_cast<double>(r.ideal_least_window), 0.5 * r.limit_per_window()) << what;
+      EXPECT_LE(std::abs(r.error_ratio()), 0.01) << what;
+    }
+  }
 }
 
 // Bursts three times as long (300 ms every second) on a sliding window at
@@ -181,8 +210,10 @@ TEST(FairShareSimTest, AlignedBurstsOnAFixedWindowAt200Nodes) {
                                             "rule.0.algorithm=\"fixed_window\""}),
                         2);
   expect_fair(r, "fixed_window, 200 nodes", 100);
-  // One perfect fixed window admits the limit in every window of full demand.
+  // One perfect fixed window admits the limit in every window of full demand,
+  // so against the ideal the fewest is the fewest in limits.
   EXPECT_EQ(r.ideal_least_window, 100);
+  EXPECT_DOUBLE_EQ(r.least_window_vs_ideal, static_cast<double>(r.least_window_admitted) / 100);
 }
 
 // 200 nodes: the probe of the new key shares 1 in 2 requests among them.

@@ -32,6 +32,7 @@ TEST(SeedsTest, EachRunIsThatSeedsOwnRun) {
     EXPECT_EQ(got.most_later_limits, expected.most_later_limits);
     EXPECT_EQ(got.fewest_later_limits, expected.fewest_later_limits);
     EXPECT_EQ(got.ideal_fewest_later_limits, expected.ideal_fewest_later_limits);
+    EXPECT_EQ(got.fewest_vs_ideal, expected.fewest_vs_ideal);
   }
   // Different seeds, different runs.
   EXPECT_NE(report.runs[0].digest, report.runs[1].digest);
@@ -60,7 +61,8 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
        .first_limits = 1.1,
        .most_later_limits = 1.2,
        .fewest_later_limits = 0.8,
-       .ideal_fewest_later_limits = 0.9},
+       .ideal_fewest_later_limits = 0.9,
+       .fewest_vs_ideal = 0.6},
       {.seed = 2,
        .vs_ideal = 0.01,
        .first_limits = 1.3,
@@ -72,7 +74,8 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
        .first_limits = 1.0,
        .most_later_limits = 1.4,
        .fewest_later_limits = 0.7,
-       .ideal_fewest_later_limits = -1},
+       .ideal_fewest_later_limits = -1,
+       .fewest_vs_ideal = 0.8},
   };
   const SeedsSummary s = summarize(runs);
   EXPECT_EQ(s.runs, 3u);
@@ -97,6 +100,8 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
   EXPECT_EQ(s.fewest_later_seed, 3u);
   EXPECT_EQ(s.ideal_fewest_later_limits, 0.5);
   EXPECT_EQ(s.ideal_fewest_later_seed, 2u);
+  EXPECT_EQ(s.fewest_vs_ideal, 0.6);  // seed 2 has none (-1)
+  EXPECT_EQ(s.fewest_vs_ideal_seed, 1u);
 
   const SeedsSummary none = summarize({});
   EXPECT_EQ(none.runs, 0u);
@@ -105,6 +110,7 @@ TEST(SeedsTest, TheSummaryTakesTheMeanAndTheExtremes) {
       summarize({{.seed = 4, .fewest_later_limits = -1, .ideal_fewest_later_limits = -1}});
   EXPECT_EQ(no_window.fewest_later_limits, -1);
   EXPECT_EQ(no_window.ideal_fewest_later_limits, -1);
+  EXPECT_EQ(no_window.fewest_vs_ideal, -1);
   // One run has no spread to measure.
   EXPECT_EQ(no_window.sd_vs_ideal, 0);
   EXPECT_EQ(no_window.mean_standard_error, 0);
@@ -120,7 +126,8 @@ TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
                   .first_limits = 1.05,
                   .most_later_limits = 1.2,
                   .fewest_later_limits = 0.86,
-                  .ideal_fewest_later_limits = -1}};
+                  .ideal_fewest_later_limits = -1,
+                  .fewest_vs_ideal = 0.83}};
   report.summary = summarize(report.runs);
   std::ostringstream table;
   print_seeds(report, table);
@@ -135,10 +142,16 @@ TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
   EXPECT_NE(table.str().find("the ideal's fewest later    - (no run had such a window)"),
             std::string::npos)
       << table.str();
+  EXPECT_NE(
+      table.str().find("fewest against the ideal    0.83 x the ideal's in that window (seed 3)"),
+      std::string::npos)
+      << table.str();
   std::ostringstream json;
   write_seeds_json(report, json);
   EXPECT_NE(json.str().find("\"admitted_vs_ideal\": -0.024300"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"ideal_fewest_later_window_limits\": null"), std::string::npos)
+      << json.str();
+  EXPECT_NE(json.str().find("\"fewest_later_window_vs_ideal\": 0.83}"), std::string::npos)
       << json.str();
   EXPECT_NE(json.str().find("\"beyond_tolerance\": 1"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"sd_admitted_vs_ideal\": 0.000000"), std::string::npos) << json.str();

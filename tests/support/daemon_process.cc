@@ -249,8 +249,7 @@ int kernel_chosen_port() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
-  const bool bound = fd >= 0 &&
-                     ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   if (fd >= 0) ::close(fd);
   const int port = bound ? ntohs(addr.sin_port) : -1;
