@@ -176,7 +176,7 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // burst.
   const i128 pool_requests = shared >> kFractionBits;
   const bool crowded = in.crowd_makes_dense && seen >= kCrowdedOrigins &&
-                       i128{seen} >= kCrowdedPools * pool_requests;
+                       i128{seen} >= kCrowdedOriginsPerPool * pool_requests;
   if (crowded) dense_until_us_ = now + kDenseMemoryUs;
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;

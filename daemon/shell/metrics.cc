@@ -78,7 +78,7 @@ const StatusMetric kStatusMetrics[] = {
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
     labelled("rlimit_share_crowded_total", kCounter,
              "Fair shares that found a key crowded and made demand on it dense, by what showed "
-             "it: many more origins than the pool holds (at an epoch), or a burst that "
+             "it: at least as many origins as the pool holds (at an epoch), or a burst that "
              "consumed three times its pool (at a wake).",
              "by", "origins"),
     // ShellCounters

@@ -417,8 +417,8 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
   EXPECT_EQ(next_burst(200, beyond), std::pair(FairShare::Answer::kSparse, false));
 }
 
-// An epoch that sees kCrowdedPools times as many origins spending as its
-// pool holds requests, and at least kCrowdedOrigins of them, makes demand
+// An epoch that sees kCrowdedOriginsPerPool times as many origins spending
+// as its pool holds requests, and at least kCrowdedOrigins, makes demand
 // dense at once: no first request beyond the share, now or for
 // kDenseMemoryUs. Fewer origins, a larger pool, or an algorithm the Limiter
 // exempts (the sliding window) keep the sparse pass.
@@ -435,8 +435,8 @@ TEST(FairShareTest, ManyMoreOriginsThanThePoolHoldsMakeDemandDense) {
     return std::pair{share.ask(pool + 1, kStart), crowded};
   };
   constexpr std::uint32_t kOrigins = FairShare::kCrowdedOrigins;
-  static_assert(kOrigins % FairShare::kCrowdedPools == 0);
-  constexpr std::int64_t kPool = kOrigins / FairShare::kCrowdedPools;  // 12
+  static_assert(kOrigins % FairShare::kCrowdedOriginsPerPool == 0);
+  constexpr std::int64_t kPool = kOrigins / FairShare::kCrowdedOriginsPerPool;  // 36
   EXPECT_EQ(first_answer(kOrigins, kPool, true), std::pair(FairShare::Answer::kRefused, true));
   EXPECT_EQ(first_answer(kOrigins, kPool + 1, true), std::pair(FairShare::Answer::kSparse, false));
   EXPECT_EQ(first_answer(kOrigins - 1, 0, true), std::pair(FairShare::Answer::kSparse, false));

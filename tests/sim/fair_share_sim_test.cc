@@ -158,9 +158,10 @@ TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
 // to 2.16 x, fewest 0.00 x; then -0.39%, 1.35 x, 0.53 x; docs/cluster.md,
 // "Fair shares": "Crowded bursts"). The second burst still passed the first
 // requests (the first window 2.63 x the limit; the crowding was seen at the
-// third) until an epoch that sees many more origins than its pool holds made
-// demand dense ("Crowded origins"): now -0.50%, first window 1.98 x, later
-// 1.30 x and 0.80 x.
+// third) until an epoch that sees many origins against its pool made
+// demand dense ("Crowded origins"): -0.50%, first window 1.98 x, later
+// 1.30 x and 0.80 x; with as many origins as the pool (not three times as
+// many) -0.56%, 1.96 x, 1.29 x and 0.79 x.
 // Bursts `burst_on` long every `burst_on` + `burst_off` on a token bucket
 // at 200 nodes, 20 s, seed 2 (about 3 requests a node a burst): within 1% of
 // the ideal, the first window within 2 x the burst, later windows within
@@ -191,14 +192,15 @@ TEST(FairShareSimTest, BurstsEvery300MsOnATokenBucketAt200Nodes) {
 // and the bursts after the cold start overshot by the nodes' first requests
 // and then repaid it in silence (seeds 1-4: first window 1.88-2.05 x, later
 // 1.17-1.71 x and 0.01-0.08 x; this seed 1.88, 1.29 and 0.01 x). An epoch
-// that sees many more origins than its pool holds makes demand dense
+// that sees many origins against its pool makes demand dense
 // (docs/cluster.md, "Fair shares": "Crowded origins"): seeds 1-4 1.32-1.44,
-// 1.15-1.26 and 0.39-0.82 x. This seed is the worst of them: the second
-// burst still overshoots (126 against the ideal's 80; why is not traced)
-// and the third repays it, so the half a limit is missed here
-// (0.39 x; bounded at 0.35).
+// 1.15-1.26 and 0.39-0.82 x, this seed the worst (its second burst
+// overshot, 126 against the ideal's 80, and the third repaid it: 0.39 x)
+// while the check asked for three times as many origins as the pool holds;
+// with as many (kCrowdedOriginsPerPool) the second burst is held back too:
+// this seed 1.29, 1.18 and 0.75 x (40 s, seeds 1-4: fewest 0.39 -> 0.75 x).
 TEST(FairShareSimTest, LongerBurstsOnATokenBucketAt200NodesAreNotSilent) {
-  expect_crowded_bursts_bounded("300ms", "700ms", 0.35);
+  expect_crowded_bursts_bounded("300ms", "700ms", 0.5);
 }
 
 // A fixed window at 200 nodes, over 40 s: within 1% of the ideal since the
@@ -314,6 +316,24 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     const Results periodic = run(shipped("periodic"), seed);
     expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
   }
+}
+
+// The periodic job on 200 nodes: each node asks about 5 requests a job
+// (sparse), against a pool of about 120, so each kept its first request of
+// each epoch beyond its share until an epoch that sees as many origins as
+// the pool holds made demand dense (FairShare::kCrowdedOriginsPerPool; it
+// asked for three times as many before): seeds 1-4 +22..+32% over the
+// ideal, later windows up to 1.79 x the limit -> +8.8..+11.2%, 1.40 x. The
+// run is still beyond the 1% (each job's overshoot is forgiven by
+// the idle refill, never repaid: docs/accuracy.md, guarantee 3), so it is
+// bounded here at what it does, the windows at the bounds.
+TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
+  const Results r = run(shipped("periodic", {"cluster.nodes=200"}), 1);
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * r.limit_per_window());
+  EXPECT_LE(std::abs(r.error_ratio()), 0.15);
+  EXPECT_GT(r.core.share_crowded_epochs, 0u);
 }
 
 // Sparse per-user demand (scale1000's workload on 200 nodes: 10,000 users,
