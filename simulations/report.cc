@@ -186,8 +186,8 @@ void print_table(const Results& r, std::ostream& out) {
         "at " + format_seconds(r.least_window_at_us) + ", " + limits(r.least_window_admitted) +
             " (of those whose demand reached the limit and the ideal half of it)");
   }
-  if (r.least_window_vs_ideal >= 0) {
-    row(out, "fewest against the ideal", fixed(r.least_window_vs_ideal, 2),
+  if (r.least_window_vs_ideal() >= 0) {
+    row(out, "fewest against the ideal", fixed(r.least_window_vs_ideal(), 2),
         "at " + format_seconds(r.least_window_vs_ideal_at_us) + ", " +
             std::to_string(r.least_window_vs_ideal_admitted) + " of the ideal's " +
             std::to_string(r.least_window_vs_ideal_ideal) + " (the same windows)");
@@ -340,7 +340,7 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"worst_window_admitted_at_s\": " << num(seconds(r.worst_window_at_us)) << ",\n";
   out << "  \"least_window_admitted_tokens\": " << r.least_window_admitted << ",\n";
   out << "  \"least_window_admitted_at_s\": " << num(seconds(r.least_window_at_us)) << ",\n";
-  out << "  \"least_window_vs_ideal\": " << num(r.least_window_vs_ideal) << ",\n";
+  out << "  \"least_window_vs_ideal\": " << num(r.least_window_vs_ideal()) << ",\n";
   out << "  \"least_window_vs_ideal_at_s\": " << num(seconds(r.least_window_vs_ideal_at_us))
       << ",\n";
   out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";

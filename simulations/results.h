@@ -146,15 +146,14 @@ struct Results {
   // warming up while cold), the cluster's fewest above cannot reach half.
   std::int64_t ideal_least_window = -1;
   TimeUs ideal_least_window_at_us = 0;
-  // Over the windows the fewest above counts, the smallest share of what the
-  // perfect limiter admitted in the same window that the cluster admitted
-  // (-1 if none): "no silence" against the algorithm itself, for an
-  // algorithm whose own windows sit near half the limit (a sliding window
-  // under aligned bursts), where the fewest in limits says little.
-  double least_window_vs_ideal = -1;
-  TimeUs least_window_vs_ideal_at_us = 0;
+  // Over the windows the fewest above counts, the one where the cluster
+  // admitted the smallest share of what the perfect limiter admitted:
+  // "no silence" against the algorithm itself, for an algorithm whose own
+  // windows sit near half the limit (a sliding window under aligned bursts),
+  // where the fewest in limits says little. Both counts 0 if none.
   std::int64_t least_window_vs_ideal_admitted = 0;  // the cluster's, in that window
   std::int64_t least_window_vs_ideal_ideal = 0;     // the perfect limiter's
+  TimeUs least_window_vs_ideal_at_us = 0;
   // Per key (per stream when its keys share one limit; key_windows.h), in
   // the windows that start within a window of the key's first admission
   // (cold) and in the later ones: the most one key admitted in a window as a
@@ -180,6 +179,12 @@ struct Results {
     return ideal == 0 ? 0 : static_cast<double>(admitted) / static_cast<double>(ideal) - 1.0;
   }
   double limit_per_window() const { return limit_per_s * static_cast<double>(window_us) / 1e6; }
+  // least_window_vs_ideal_admitted / _ideal; -1 where no window counted.
+  double least_window_vs_ideal() const {
+    return least_window_vs_ideal_ideal <= 0 ? -1
+                                            : static_cast<double>(least_window_vs_ideal_admitted) /
+                                                  static_cast<double>(least_window_vs_ideal_ideal);
+  }
 };
 
 }  // namespace rlimit::sim

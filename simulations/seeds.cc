@@ -36,7 +36,7 @@ SeedRun seed_run(const Results& results) {
       .most_later_limits = in_limits(results.worst_window_admitted),
       .fewest_later_limits = in_limits(results.least_window_admitted),
       .ideal_fewest_later_limits = in_limits(results.ideal_least_window),
-      .fewest_vs_ideal = results.least_window_vs_ideal,
+      .fewest_vs_ideal = results.least_window_vs_ideal(),
   };
 }
 
@@ -164,11 +164,12 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
                 "(standard error)\n",
                 100 * s.sd_vs_ideal, 100 * s.mean_standard_error);
   out << buf;
-  const auto extreme = [&](const char* label, double value, std::uint64_t seed) {
+  const auto extreme = [&](const char* label, double value, std::uint64_t seed,
+                           const char* unit = "the limit") {
     if (value < 0) {
       std::snprintf(buf, sizeof buf, "  %-26s  - (no run had such a window)\n", label);
     } else {
-      std::snprintf(buf, sizeof buf, "  %-26s  %.2f x the limit (seed %llu)\n", label, value,
+      std::snprintf(buf, sizeof buf, "  %-26s  %.2f x %s (seed %llu)\n", label, value, unit,
                     static_cast<unsigned long long>(seed));
     }
     out << buf;
@@ -177,15 +178,8 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   extreme("most in a later window", s.most_later_limits, s.most_later_seed);
   extreme("fewest in a later window", s.fewest_later_limits, s.fewest_later_seed);
   extreme("the ideal's fewest later", s.ideal_fewest_later_limits, s.ideal_fewest_later_seed);
-  if (s.fewest_vs_ideal < 0) {
-    std::snprintf(buf, sizeof buf, "  %-26s  - (no run had such a window)\n",
-                  "fewest against the ideal");
-  } else {
-    std::snprintf(buf, sizeof buf, "  %-26s  %.2f x the ideal's in that window (seed %llu)\n",
-                  "fewest against the ideal", s.fewest_vs_ideal,
-                  static_cast<unsigned long long>(s.fewest_vs_ideal_seed));
-  }
-  out << buf;
+  extreme("fewest against the ideal", s.fewest_vs_ideal, s.fewest_vs_ideal_seed,
+          "the ideal's in that window");
 }
 
 void write_seeds_json(const SeedsReport& report, std::ostream& out) {

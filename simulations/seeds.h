@@ -38,7 +38,7 @@ struct SeedRun {
   double fewest_later_limits = -1;
   double ideal_fewest_later_limits = -1;
   // The least share of the ideal's admissions in the same window (a ratio,
-  // not limits; Results::least_window_vs_ideal).
+  // not limits; Results::least_window_vs_ideal()).
   double fewest_vs_ideal = -1;
 };
 

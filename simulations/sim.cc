@@ -759,10 +759,11 @@ class Simulation {
         r_.least_window_admitted = admitted;
         r_.least_window_at_us = at;
       }
-      const double vs_ideal = static_cast<double>(admitted) /
-                              static_cast<double>(std::max<std::int64_t>(1, ideal_admitted));
-      if (r_.least_window_vs_ideal < 0 || vs_ideal < r_.least_window_vs_ideal) {
-        r_.least_window_vs_ideal = vs_ideal;
+      // admitted / ideal_admitted below the least so far, in integers.
+      if (ideal_admitted > 0 &&
+          (r_.least_window_vs_ideal_ideal == 0 ||
+           admitted * r_.least_window_vs_ideal_ideal <
+               r_.least_window_vs_ideal_admitted * ideal_admitted)) {
         r_.least_window_vs_ideal_at_us = at;
         r_.least_window_vs_ideal_admitted = admitted;
         r_.least_window_vs_ideal_ideal = ideal_admitted;

@@ -226,16 +226,23 @@ int ephemeral_floor() {
   return (in >> low) && low > 0 ? low : 32'768;
 }
 
-// True if `port` can be bound on loopback for both TCP and UDP right now.
-bool bindable(int port) {
+// 127.0.0.1:`port` (0: the kernel's choice).
+sockaddr_in loopback_address(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return addr;
+}
+
+// True if `port` can be bound on loopback for both TCP and UDP right now.
+bool bindable(int port) {
+  const sockaddr_in addr = loopback_address(port);
   bool ok = true;
   for (const int type : {SOCK_STREAM, SOCK_DGRAM}) {
     const int fd = ::socket(AF_INET, type, 0);
-    ok = ok && fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ok = ok && fd >= 0 &&
+         ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
     if (fd >= 0) ::close(fd);
   }
   return ok;
@@ -245,9 +252,7 @@ bool bindable(int port) {
 // the fallback where the range leaves no room below it.
 int kernel_chosen_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = loopback_address(0);
   socklen_t len = sizeof(addr);
   const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
