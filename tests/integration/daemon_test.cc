@@ -201,6 +201,11 @@ TEST_F(DaemonTest, SigtermAnswersAndRemovesSocket) {
 
 TEST_F(DaemonTest, SigintAlsoStopsCleanly) {
   start(kPerUserHourly);
+  // An answer first: the event loop runs. Under TSan (g++ 12's libtsan), a
+  // signal sent in the instant between listen() and the loop's first turn
+  // was lost about once in 50 runs on a loaded machine (the Release build:
+  // none in 150); what this test checks is the stop, not that instant.
+  ASSERT_TRUE(client().check(user("a")).allowed);
   EXPECT_EQ(daemon_->stop(SIGINT), 0) << daemon_->log();
   EXPECT_FALSE(std::filesystem::exists(socket_path()));
 }
