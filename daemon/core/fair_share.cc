@@ -45,6 +45,13 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
           std::clamp<i128>(error, -burst_pool_, std::numeric_limits<std::int64_t>::max()));
     }
   }
+  // A burst ended (a wake after a spell of kIdleSpellHorizons news horizons
+  // without consumption: not a pause in a burst that a small refill makes):
+  // did this node ask in it?
+  if (now - last_change_us >= kIdleSpellHorizons * quiet_us) {
+    asked_wakes_x63_ = (7 * asked_wakes_x63_ + (asked_since_wake_ ? 63 : 0) + 4) / 8;
+    asked_since_wake_ = false;
+  }
   burst_pool_ = -1;
   refused_since_wake_ = false;
   woke_us_ = now;
@@ -62,8 +69,7 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   accruing_ = 0;
   const auto end_epoch_at = [&](TimeUs end) {
     epoch_end_us_ = end;
-    epoch_us_ = static_cast<std::uint32_t>(
-        std::clamp<TimeUs>(end - now, 1, std::numeric_limits<std::uint32_t>::max()));
+    epoch_us_ = static_cast<std::uint32_t>(std::clamp<TimeUs>(end - now, 1, kMaxEpochUs));
   };
   if (epoch_us_ == 0) {
     // The first epoch here: news of who else spends may still be arriving.
@@ -80,7 +86,8 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
   const i128 balance = units(std::max<std::int64_t>(0, in.headroom));
-  const i128 refill = units(std::max<std::int64_t>(0, in.refill));
+  assert(in.refill_fraction < (1u << kFractionBits));
+  const i128 refill = units(std::max<std::int64_t>(0, in.refill)) + in.refill_fraction;
   // What is shared out at once; an accruing refill is shared alike below
   // and becomes spendable as the epoch goes by.
   const i128 pool = in.refill_accrues ? balance : balance + refill;
@@ -92,14 +99,13 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
                                 ((std::uint64_t{1} << kFractionBits) - 1));
 
   if (in.others == 0) {
-    if (in.has_own || probed_ || in.spenders == 0) {
-      probed_ = true;
+    if (in.has_own || probe_ways_ > 0 || in.spenders == 0) {
+      probe_ways_ = std::max<std::uint32_t>(probe_ways_, 1);
       unlimited_ = true;
       end_epoch_at(now + view.horizon_us);
       return false;
     }
     // New here, and nobody else known to spend yet: probe at an equal share.
-    probed_ = true;
     probing_ = true;
     const std::int64_t ways = std::min<std::int64_t>(n, in.spenders);
     probe_ways_ = static_cast<std::uint32_t>(std::min<std::int64_t>(ways, kMaxProbeWays));
@@ -178,6 +184,15 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   const bool crowded = in.crowd_makes_dense && seen >= kCrowdedOrigins &&
                        i128{seen} >= kCrowdedOriginsPerPool * pool_requests;
   if (crowded) dense_until_us_ = now + kDenseMemoryUs;
+  // A burst's share is spent only where this node asks in it: where it asked
+  // in a fraction of the key's bursts, the shares of the nodes that ask sum
+  // below the pool by that much (200 nodes, each asking about one request
+  // of a burst: 0.75 x the limit), so raise it by as much (kMaxIdleRaiseX4).
+  if (in.from_wake && asked_wakes_x63_ <= kIdleRaiseBelowX63) {
+    // 63 / (the fraction, x63), the fraction no less than 4 / kMaxIdleRaiseX4.
+    constexpr i128 kLeastAskedX63 = (63 * 4 + kMaxIdleRaiseX4 - 1) / kMaxIdleRaiseX4;
+    weight = weight * 63 / std::max<i128>(kLeastAskedX63, asked_wakes_x63_);
+  }
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;
   end_epoch_at(end);
@@ -187,8 +202,9 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
 __int128 FairShare::accrued(TimeUs now) const {
   const TimeUs left_us = epoch_end_us_ - now;
   if (accruing_ == 0 || left_us <= 0) return accruing_;
-  if (left_us >= epoch_us_) return 0;
-  return accruing_ * (epoch_us_ - left_us) / epoch_us_;
+  const TimeUs epoch_us = epoch_us_;
+  if (left_us >= epoch_us) return 0;
+  return accruing_ * (epoch_us - left_us) / epoch_us;
 }
 
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {

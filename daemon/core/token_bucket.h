@@ -92,6 +92,9 @@ class TokenBucket {
 
   // Whole tokens (floor of the balance; negative when in debt).
   std::int64_t tokens() const { return tokens_; }
+  // The part of a token accrued beyond tokens(), in 1/period_us tokens
+  // (0 <= it < period_us).
+  std::int64_t fraction_scaled() const { return frac_; }
   TimeUs last_refill_us() const { return last_us_; }
 
   // Microseconds until a request of `cost` could succeed: 0 if it can now, -1

@@ -267,12 +267,14 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
     FairShare share;
     ShareInputs in{.headroom = 100, .others = 1, .has_own = true};
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
+    share.count(kStart);  // asked here in every burst: no idle raise
     const TimeUs woke = kStart + kUsPerSecond;
     share.note_wake(0, 0, woke, kHorizonUs, kStart);
     in.from_wake = true;
     in.epoch_end_us = woke + FairShare::kLogWakeHorizons * kHorizonUs;
     in.carry_burst_error = carry && first_carries;
     share.start_epoch(view_of(2), in, woke);  // shares 100: notes it
+    share.count(woke);  // this node asked in the burst
     if (refused) share.note_refused();
     const TimeUs again = woke + kUsPerSecond;
     share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + ended_after_us);
@@ -843,6 +845,42 @@ TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {
   }
   EXPECT_GE(over, 35);  // all but about a tenth of 110
   EXPECT_EQ(limiter.stats().share_refused, static_cast<std::uint64_t>(over));
+}
+
+
+// Idle shares: at a wake, a node that asked in few of the key's bursts gets
+// its share of the pool raised by 1 / that fraction (at most
+// kMaxIdleRaiseX4 / 4): the shares of the nodes that ask in a burst must sum
+// to the pool, not to the fraction of it the asking nodes hold. Weighing
+// half of a pool of 100: 50; asking in every other burst: 75 (1.5 x, the
+// most); missing one burst in eight (above kIdleRaiseBelowX63): 50.
+TEST(FairShareTest, ANodeAskingInFewOfAKeysBurstsHasItsShareRaised) {
+  const auto share_after = [](int ask_every) {
+    FairShare share;
+    ShareInputs in{.headroom = 100, .others = 1, .has_own = true};
+    share.start_epoch(view_of(2), in, kStart);  // weighs half
+    share.count(kStart);
+    TimeUs at = kStart;
+    TimeUs last_change = kStart;
+    for (int burst = 0; burst < 24; ++burst) {
+      at += kUsPerSecond;
+      share.note_wake(0, 0, at, kHorizonUs, last_change);
+      last_change = at;
+      if (burst % ask_every != 0) share.count(at);
+    }
+    at += kUsPerSecond;
+    share.note_wake(0, 0, at, kHorizonUs, last_change);
+    in.from_wake = true;
+    in.epoch_end_us = at + kHorizonUs;
+    share.start_epoch(view_of(2), in, at);
+    return spend_epoch(share, 1000, at);
+  };
+  const auto near = [](int admitted, int expected) {
+    return admitted >= expected && admitted <= expected + 1;  // the dither
+  };
+  EXPECT_PRED2(near, share_after(1000), 50);  // asked in every burst but the first
+  EXPECT_PRED2(near, share_after(2), 75);
+  EXPECT_PRED2(near, share_after(8), 50);
 }
 
 }  // namespace

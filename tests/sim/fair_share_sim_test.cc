@@ -300,12 +300,16 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // 20 nodes' first requests against a pool of 1 or 2) the nodes keep no
 // first request beyond their share, and more is left unspent (not traced):
 // -0.30% and -0.35% before (1.11 / 1.29 x the limit at most later; now
-// 1.01 / 1.20 x).
+// 1.01 / 1.20 x). Since a token bucket's share holds the fraction of a
+// token its epoch refills ("A refill's fraction"; rounded down, a burst of
+// 100 ms on a limit of 10/s lost its refill) the run is +0.81% / +0.89%,
+// and the first window of seed 2 2.01 x the limit (20 first requests a key
+// pass, and the second's share is no longer rounded down): bounded at 2.02.
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
     const std::string what = "coldkeys seed " + std::to_string(seed);
-    EXPECT_LE(static_cast<double>(keys.first_window_admitted), 2 * 100 * 10.0) << what;
+    EXPECT_LE(static_cast<double>(keys.first_window_admitted), 2.02 * 100 * 10.0) << what;
     EXPECT_LE(static_cast<double>(keys.worst_window_admitted), 1.5 * keys.limit_per_window())
         << what;
     EXPECT_LE(std::abs(keys.error_ratio()), 0.01) << what;
@@ -316,6 +320,17 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     const Results periodic = run(shipped("periodic"), seed);
     expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
   }
+}
+
+// 50 nodes on `coldkeys` (4 requests a node a key a burst): after the cold
+// start's debt each burst's shares spent about a token less than the pool,
+// the refill of the burst's 100 ms that a token bucket's share rounded down
+// to none (a full bucket then lost it at its cap): -3.32% over the run, later
+// windows about 0.95 x the limit. Holding the fraction: -0.36%.
+TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
+  const Results r = run(shipped("coldkeys", {"cluster.nodes=50"}), 1);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
 }
 
 // The periodic job on 200 nodes: each node asks about 5 requests a job
