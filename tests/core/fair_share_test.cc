@@ -847,7 +847,6 @@ TEST(LimiterShareModesTest, ShadowAdmitsWhatTheShareRefuses) {
   EXPECT_EQ(limiter.stats().share_refused, static_cast<std::uint64_t>(over));
 }
 
-
 // Idle shares: at a wake, a node that asked in few of the key's bursts gets
 // its share of the pool raised by 1 / that fraction (at most
 // kMaxIdleRaiseX4 / 4): the shares of the nodes that ask in a burst must sum
