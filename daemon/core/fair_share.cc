@@ -202,9 +202,8 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
 __int128 FairShare::accrued(TimeUs now) const {
   const TimeUs left_us = epoch_end_us_ - now;
   if (accruing_ == 0 || left_us <= 0) return accruing_;
-  const TimeUs epoch_us = epoch_us_;
-  if (left_us >= epoch_us) return 0;
-  return accruing_ * (epoch_us - left_us) / epoch_us;
+  if (left_us >= epoch_us_) return 0;
+  return accruing_ * (epoch_us_ - left_us) / epoch_us_;
 }
 
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {

@@ -654,7 +654,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                               p.bucket().fraction_scaled();
       in.refill = static_cast<std::int64_t>(std::min<__int128>(scaled / period_us, kMaxTokens));
       in.refill_fraction = static_cast<std::uint32_t>(
-          (scaled % period_us << FairShare::kFractionBits) / period_us);
+          ((scaled % period_us) << FairShare::kFractionBits) / period_us);
     } else {
       // What the algorithm would admit by the epoch's end if nothing more
       // were spent: a log or a window frees what it admitted a period ago,
