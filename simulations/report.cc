@@ -91,10 +91,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: epochs at a wake", std::to_string(c.share_wake_epochs),
         "(shares of a burst's pool as it stood when the key woke)");
   }
-  if (c.share_crowded_epochs + c.share_crowded_bursts > 0) {
-    row(out, "fair shares: crowded by origins / bursts",
-        std::to_string(c.share_crowded_epochs) + " / " + std::to_string(c.share_crowded_bursts),
-        "(demand made dense: many more origins than the pool; a burst of 3 pools)");
+  if (c.share_crowded_epochs + c.share_crowded_bursts + c.share_crowded_starts > 0) {
+    row(out, "fair shares: crowded by origins / bursts / new keys",
+        std::to_string(c.share_crowded_epochs) + " / " + std::to_string(c.share_crowded_bursts) +
+            " / " + std::to_string(c.share_crowded_starts),
+        "(demand made dense: many more origins than the pool; a burst of 3 pools; a rule's "
+        "keys new at once)");
   }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
@@ -396,6 +398,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_wake_epochs\": " << c.share_wake_epochs
       << ", \"share_crowded_epochs\": " << c.share_crowded_epochs
       << ", \"share_crowded_bursts\": " << c.share_crowded_bursts
+      << ", \"share_crowded_starts\": " << c.share_crowded_starts
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

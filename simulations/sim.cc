@@ -276,6 +276,7 @@ class Simulation {
     t.share_wake_epochs += l.share_wake_epochs;
     t.share_crowded_epochs += l.share_crowded_epochs;
     t.share_crowded_bursts += node.limiter->ledger().crowded_bursts();
+    t.share_crowded_starts += l.share_crowded_starts;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

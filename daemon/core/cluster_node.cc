@@ -639,8 +639,10 @@ void ClusterNode::gossip_round(TimeUs now) {
                                    : default_rounds(peers.size(), options_.fanout);
   ledger.set_retransmit_rounds(rounds);
   // News of a change reaches every node within about its rounds of gossip.
-  limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
-                           .horizon_us = options_.gossip_interval_us * (rounds + 1)});
+  limiter_.set_share_view(
+      {.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
+       .horizon_us = options_.gossip_interval_us * (rounds + 1),
+       .routed = options_.owners_per_key > 0 && peers.size() + 1 >= options_.routed_min_members});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   refresh_owners();
@@ -710,7 +712,7 @@ void ClusterNode::gossip_round(TimeUs now) {
   for (std::size_t i = changed.size(); i-- > 0;) {
     const Ledger::KeyState& state = ledger.changed_state(i);
     if (state.sends_left == 0) continue;
-    if (routed(state)) {
+    if (routed(state, now)) {
       if (route(changed[i], state)) {
         routed_keys.push_back(i);
       } else {
@@ -769,7 +771,7 @@ void ClusterNode::anti_entropy(TimeUs now) {
   ledger.visit_slice(options_.anti_entropy_entries, [&](const std::string& key,
                                                         const Ledger::KeyState& state) {
     if (!limiter_.within_retention(key, now - state.changed_us, 2)) return;
-    if (routed(state)) {
+    if (routed(state, now)) {
       key_owners_.owners(key, options_.owners_per_key, owners_scratch_);
       for (const std::uint32_t owner : owners_scratch_) {
         if (owner == kSelfOwner) continue;

@@ -189,9 +189,14 @@ class ClusterNode {
   void gossip_round(TimeUs now);
   void anti_entropy(TimeUs now);
   // Owner routing: whether a key is routed, and the owners of live members
-  // brought up to date with the membership.
-  bool routed(const Ledger::KeyState& state) const {
-    return routing_ && state.entries.size() <= options_.routed_max_origins;
+  // brought up to date with the membership. A key this node's fair share
+  // made crowded (FairShare::crowded) is not: many nodes ask for it, most of
+  // them perhaps without an entry yet (their strict shares refused), and
+  // routing would send its news to none of them (docs/cluster.md, "Keys new
+  // at once").
+  bool routed(const Ledger::KeyState& state, TimeUs now) const {
+    return routing_ && state.entries.size() <= options_.routed_max_origins &&
+           (state.share == nullptr || !state.share->crowded(now));
   }
   // Decides whether routing is on for this round (owners_per_key > 0 and
   // routed_min_members met) and, if so, brings key_owners_ up to date with

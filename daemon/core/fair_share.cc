@@ -17,6 +17,14 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
   return now_value >= mark ? now_value - mark : now_value;
 }
 
+// Enough live nodes to take a pool (in units) with a request each, and at
+// least kCrowdedNodes of them: a crowd whose first requests alone would
+// spend it.
+bool crowd_of(std::int64_t live_nodes, i128 pool) {
+  return live_nodes >= FairShare::kCrowdedNodes &&
+         pool < (i128{live_nodes} << FairShare::kFractionBits);
+}
+
 }  // namespace
 
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
@@ -62,7 +70,7 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
 
 bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
   probing_ = false;
-  sparse_probe_ = false;
+  strict_ = false;
   unlimited_ = false;
   asked_ = 0;
   past_span_ = 0;
@@ -71,7 +79,8 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     epoch_end_us_ = end;
     epoch_us_ = static_cast<std::uint32_t>(std::clamp<TimeUs>(end - now, 1, kMaxEpochUs));
   };
-  if (epoch_us_ == 0) {
+  const bool first_here = epoch_us_ == 0;
+  if (first_here) {
     // The first epoch here: news of who else spends may still be arriving.
     young_until_us_ = now + view.horizon_us;
     prev_own_ = mark_own_ = in.own_consumed;
@@ -99,7 +108,13 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
                                 ((std::uint64_t{1} << kFractionBits) - 1));
 
   if (in.others == 0) {
-    if (in.has_own || probe_ways_ > 0 || in.spenders == 0) {
+    // Probed before and no news of another spender since: the whole balance;
+    // but where keys are routed, only once this node spent on the key (its
+    // probe may have admitted nothing, and then no news reaches it: 200
+    // nodes whose strict probes of a key admitted 15 requests in all took
+    // the whole balance each at the next burst, 7.8 x the limit). Until
+    // then it probes again.
+    if (in.has_own || (probe_ways_ > 0 && !view.routed) || in.spenders == 0) {
       probe_ways_ = std::max<std::uint32_t>(probe_ways_, 1);
       unlimited_ = true;
       end_epoch_at(now + view.horizon_us);
@@ -113,14 +128,26 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     accruing_ = later / ways;
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
-    sparse_probe_ = in.sparse_rule;
+    strict_ = !in.sparse_rule;
+    if (strict_ && in.crowded_start && crowd_of(n, pool)) make_crowded(now);
     end_epoch_at(now + view.horizon_us);
     young_until_us_ = epoch_end_us_ + view.horizon_us;
     return false;
   }
 
+  // Met here for the first time while others spend on it, among many of the
+  // rule's keys new at once, with a pool a crowd would spend: one of many
+  // nodes meeting it at once (`coldkeys` at 50 nodes: half the nodes met
+  // each key after news of its first spenders, and their first requests
+  // alone admitted 2.5 x its burst). Such a key is crowded, as its origins
+  // would show had the strict epochs let them spend: without that, the
+  // keys' next bursts found too few origins to tell, and each node passed
+  // its first request of each (2.9 x the limit in the second burst). The
+  // same for a strict probe's key, above.
   // The origins known to spend on the key, this node included.
   const std::int64_t seen = std::int64_t{in.others} + 1;
+  strict_ = first_here && in.crowded_start && crowd_of(n, pool);
+  if (strict_) make_crowded(now);
   constexpr i128 kOne = i128{1} << kFractionBits;
   // This node's part of the consumption since the previous mark, and of the
   // current window alone once it spans a few horizons (so a node whose
@@ -214,8 +241,10 @@ FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   // not spend many nodes' shares at once: what the share adds there is
   // lost statistical multiplexing (a refusal here while another node's
   // share goes unused). Such a node keeps one request per epoch; a node
-  // that saw dense demand on the key, or that probes a new key, does not.
-  if (asked_ == 0 && !dense(now) && (!probing_ || sparse_probe_)) return Answer::kSparse;
+  // that saw dense demand on the key, or whose epoch is strict (a probe of a
+  // rule whose demand is not sparse, or a key first met here among many new
+  // at once), does not.
+  if (asked_ == 0 && !dense(now) && !strict_) return Answer::kSparse;
   return Answer::kRefused;
 }
 

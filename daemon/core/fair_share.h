@@ -75,6 +75,10 @@ namespace rlimit::core {
 struct ShareView {
   std::uint32_t live_nodes = 1;  // this node and its live peers; 1: no gate
   TimeUs horizon_us = 0;         // an epoch (a probe too): gossip interval x (rounds + 1)
+  // Keys with few origins are routed to their owners (docs/cluster.md,
+  // "Owner routing"): news of a key reaches only the nodes that spent on it,
+  // so a probe that admitted nothing proves nothing by hearing nothing.
+  bool routed = false;
 };
 
 // What the Limiter knows of a key when an epoch starts.
@@ -99,7 +103,8 @@ struct ShareInputs {
   // one, as with sticky users).
   std::uint32_t spenders = 0;
   // The rule's keys see sparse demand (no node asked for one of them many
-  // times in an epoch lately): a probe keeps the first request of an epoch.
+  // times in an epoch lately, and this node did not meet many of them new
+  // at once): a probe keeps the first request of an epoch.
   bool sparse_rule = false;
   std::uint32_t others = 0;        // other origins with an entry (not this node's incarnations)
   bool has_own = false;            // this node consumed from the key (within retention)
@@ -114,6 +119,15 @@ struct ShareInputs {
   // With from_wake: take the last burst's error from the pool (above), and
   // note the pool shared, for the next wake.
   bool carry_burst_error = false;
+  // This node met many of the rule's keys new at once while it knew nothing
+  // of how many nodes spend on them (the Limiter's RuleShares::
+  // crowded_start): with at least kCrowdedNodes live nodes and a pool of
+  // fewer requests than live nodes, a key first met here that others
+  // already spend on keeps no first request beyond the share either, and
+  // that key, or a strict probe's, is made crowded (make_crowded): most
+  // likely this node is one of many meeting it at once (docs/cluster.md,
+  // "Keys new at once").
+  bool crowded_start = false;
   // Many origins seen against a small pool make demand dense (FairShare::
   // kCrowdedOrigins); not for the sliding window (the Limiter's choice,
   // measured: docs/cluster.md, "Fair shares": "Crowded origins").
@@ -156,6 +170,15 @@ class FairShare {
   // origins").
   static constexpr std::uint32_t kCrowdedOrigins = 36;
   static constexpr std::uint32_t kCrowdedOriginsPerPool = 1;
+  // Keys new at once (ShareInputs::crowded_start): the fewest live nodes
+  // taken for a crowd (docs/cluster.md, "Keys new at once"). Below, a busy
+  // node meeting many users new at once is more likely than a crowd: 40
+  // nodes, each user's requests on 4 of them (`AccuracyTest.
+  // OwnerRoutingUnderChurnLosesNoConsumption`), with a floor of 20 made
+  // those keys crowded, gossiped 249,156 entries (+18% packets) and ended
+  // -0.74% (-0.19% before; -0.49% with 50). At 50 nodes `coldkeys`'
+  // first second admitted 4.4 x the limit without it, 1.24 x with it.
+  static constexpr std::int64_t kCrowdedNodes = 50;
   // The most a node's share of a burst's pool is raised for the bursts in
   // which it asks nothing (its share goes unspent there): 1 / the share of
   // the key's wakes in which it asked, at most this (docs/cluster.md, "Idle
@@ -231,6 +254,22 @@ class FairShare {
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
+  // Many nodes meet the key at once, as far as this node can tell (one of
+  // many keys new at once: ShareInputs::crowded_start), most of them with a
+  // strict share: its demand is dense from `now` (kDenseMemoryUs), and the
+  // key crowded.
+  void make_crowded(TimeUs now) {
+    dense_until_us_ = now + kDenseMemoryUs;
+    crowded_ = true;
+  }
+  // make_crowded() within kDenseMemoryUs. Such a key is gossiped, not routed
+  // to owners (ClusterNode::routed): its news must reach the nodes whose
+  // strict shares refused everything too, which routing would not tell (a
+  // crowded burst or epoch, kCrowdedPools or kCrowdedOrigins, is seen from
+  // nodes that spent: routing tells them, and such keys stay routed).
+  bool crowded(TimeUs now) const { return crowded_ && dense(now); }
+  // This epoch keeps no first request beyond the share (strict_ below).
+  bool strict() const { return strict_; }
   // This node's share refused a request (its demand asked for more than
   // its share): a shortfall of the burst may be carried (above).
   void note_refused() { refused_since_wake_ = true; }
@@ -282,12 +321,13 @@ class FairShare {
   std::int64_t burst_pool_ = -1;
   std::int64_t burst_carry_ = 0;
   // The epoch's length, over which accruing_ accrues and by which
-  // enter_span() counts (one above kMaxEpochUs, 67 s, a gossip interval of
-  // seconds, accrues and counts over 67 s); 0 until the first epoch (so a
+  // enter_span() counts (one above kMaxEpochUs, 33 s, a gossip interval of
+  // seconds, accrues and counts over 33 s); 0 until the first epoch (so a
   // share never started is young). Packed with the counts and flags below:
   // the share is 144 bytes, one per key this node checks.
-  static constexpr TimeUs kMaxEpochUs = (TimeUs{1} << 26) - 1;
-  std::uint32_t epoch_us_ : 26 = 0;
+  static constexpr TimeUs kMaxEpochUs = (TimeUs{1} << 25) - 1;
+  std::uint32_t epoch_us_ : 25 = 0;
+  std::uint32_t crowded_ : 1 = 0;  // crowded(): while dense
   // Of the key's wakes, the share in which this node asked (count()), in
   // 1/63: a running average over about 8 wakes.
   std::uint32_t asked_wakes_x63_ : 6 = 63;
@@ -300,7 +340,10 @@ class FairShare {
   std::uint32_t past_span_ : 6 = 0;
   bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probing_ : 1 = false;
-  bool sparse_probe_ : 1 = false;        // the probe keeps the first request of an epoch
+  // This epoch keeps no first request beyond the share: a probe of a rule
+  // whose demand is not sparse (ShareInputs::sparse_rule), or a key's first
+  // epoch here among many new at once (ShareInputs::crowded_start).
+  bool strict_ : 1 = false;
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
   bool asked_since_wake_ : 1 = false;    // count() since the last wake

@@ -688,10 +688,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (rule.spread_x16 == kSpreadUnknown) {
       // Until learned: a rule's one shared key may be spent on by every
       // node at once (strict); a key per user most likely sees a request now
-      // and then (the probe keeps the first request of an epoch).
+      // and then (the probe keeps the first request of an epoch), unless
+      // this node met many of the rule's keys new at once (crowded_start):
+      // then every node may be meeting the same keys (many users' first
+      // requests at once, `coldkeys`), and each passing its first request
+      // of each key admitted a request a node a key before any news (10.9 x
+      // the limit in the first second at 200 nodes).
       in.spenders = share_view_.live_nodes;
-      in.sparse_rule =
-          (p.limit == nullptr || p.limit->per_descriptor) && now >= rule.dense_until_us;
+      in.sparse_rule = (p.limit == nullptr || p.limit->per_descriptor) &&
+                       now >= rule.dense_until_us && !rule.crowded_start;
     } else {
       in.spenders = rule.spread_x16 < 2 * 16 ? 0 : (rule.spread_x16 + 15) / 16;
       in.sparse_rule = now >= rule.dense_until_us;
@@ -702,6 +707,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // younger key's other spenders may not have been heard of yet),
     // including keys its probe refused and nobody else spent on: spread 1.
     const bool learn = !share.young(now);
+    in.crowded_start = rule.crowded_start && rule.spread_x16 == kSpreadUnknown;
     if (share.start_epoch(share_view_, in, now)) ++stats_.share_crowded_epochs;
     if (learn) {
       const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
@@ -710,7 +716,19 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
           rule.spread_x16 == kSpreadUnknown ? origins_x16 : (3 * rule.spread_x16 + origins_x16) / 4;
     }
     ++stats_.share_epochs;
-    if (share.probing()) ++stats_.share_probes;
+    if (share.probing()) {
+      ++stats_.share_probes;
+      if (rule.spread_x16 == kSpreadUnknown && !rule.crowded_start) {
+        if (now - rule.probes_since_us >= share_view_.horizon_us) {
+          rule.probes_since_us = now;
+          rule.recent_probes = 0;
+        }
+        if (++rule.recent_probes >= FairShare::kDenseRequests) {
+          rule.crowded_start = true;
+          ++stats_.share_crowded_starts;
+        }
+      }
+    }
     if (in.from_wake) ++stats_.share_wake_epochs;
   }
   switch (share.ask(input.cost, now)) {

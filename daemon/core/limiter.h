@@ -189,6 +189,9 @@ struct LimiterStats {
   // Of the epochs, those that found a key crowded (FairShare::kCrowdedOrigins)
   // and made demand on it dense; the ledger counts the crowded bursts.
   std::uint64_t share_crowded_epochs = 0;
+  // Rules whose probes turned strict while their spread was unknown: this
+  // node began FairShare::kDenseRequests probes of their keys in one horizon.
+  std::uint64_t share_crowded_starts = 0;
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check
@@ -417,6 +420,13 @@ class Limiter {
   struct RuleShares {
     std::uint32_t spread_x16 = kSpreadUnknown;  // nodes spending on one key, x16, running average
     TimeUs dense_until_us = 0;                  // a key of it saw dense demand lately
+    // While the spread is unknown: the probes this node began since
+    // `probes_since_us` (one horizon at most), and whether kDenseRequests of
+    // them fell in one horizon (many keys new at once: their probes are
+    // strict until the spread is learned).
+    TimeUs probes_since_us = 0;
+    std::uint32_t recent_probes = 0;
+    bool crowded_start = false;
   };
   std::vector<RuleShares> rule_shares_;
   RuleShares& rule_shares_of(const Pending& p);

@@ -78,9 +78,11 @@ const StatusMetric kStatusMetrics[] = {
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
     labelled("rlimit_share_crowded_total", kCounter,
              "Fair shares that found a key crowded and made demand on it dense, by what showed "
-             "it: at least as many origins as the pool holds (at an epoch), or a burst that "
-             "consumed three times its pool (at a wake).",
+             "it: at least as many origins as the pool holds (at an epoch), a burst that "
+             "consumed three times its pool (at a wake), or, for a rule, many of its keys new "
+             "at once (its probes turned strict).",
              "by", "origins"),
+    labelled("rlimit_share_crowded_total", kCounter, "", "by", "new_keys"),
     // ShellCounters
     counter("rlimit_connections_accepted_total", "Unix socket connections accepted."),
     counter("rlimit_connections_rejected_total",
@@ -340,7 +342,7 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
-    "share_crowded_epochs",
+    "share_crowded_epochs", "share_crowded_starts",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

@@ -93,6 +93,40 @@ TEST(FairShareTest, ANewKeyIsProbedAsManyWaysAsItsRulesKeysAreSpentOn) {
   }
 }
 
+// A key first met here while others already spend on it keeps the first
+// request beyond the share (sparse demand's) unless this node meets many of
+// its rule's keys new at once (crowded_start), among at least
+// kCrowdedNodes live nodes, with a pool a request a node would spend: then
+// it is most likely one of many nodes meeting it at once, the epoch is
+// strict, and the key crowded (dense: no such request kept later either).
+TEST(FairShareTest, AKeyFirstMetAmongManyNewAtOnceIsStrictAndCrowded) {
+  const auto first_epoch = [](bool crowded_start, std::uint32_t live, std::int64_t pool) {
+    FairShare share;
+    ShareInputs in{.headroom = pool, .others = 9, .all_consumed = 9};
+    in.dither_seed = 1;
+    in.crowded_start = crowded_start;
+    share.start_epoch(view_of(live), in, kStart);
+    EXPECT_EQ(share.crowded(kStart), share.strict());
+    EXPECT_EQ(share.dense(kStart), share.strict());
+    return std::pair{share.strict(), share.ask(pool, kStart)};
+  };
+  constexpr auto kLive = static_cast<std::uint32_t>(FairShare::kCrowdedNodes);
+  EXPECT_EQ(first_epoch(true, kLive, kLive - 1), std::pair(true, FairShare::Answer::kRefused));
+  EXPECT_EQ(first_epoch(false, kLive, kLive - 1), std::pair(false, FairShare::Answer::kSparse));
+  EXPECT_EQ(first_epoch(true, kLive, kLive), std::pair(false, FairShare::Answer::kSparse));
+  EXPECT_EQ(first_epoch(true, kLive - 1, 1), std::pair(false, FairShare::Answer::kSparse));
+  // A later epoch is not a first one: strict no more, but the key stays
+  // crowded, its demand dense.
+  FairShare share;
+  ShareInputs in{.headroom = 10, .others = 9, .all_consumed = 9, .crowded_start = true};
+  share.start_epoch(view_of(200), in, kStart);
+  share.start_epoch(view_of(200), in, kStart + kHorizonUs);
+  EXPECT_FALSE(share.strict());
+  EXPECT_TRUE(share.crowded(kStart + kHorizonUs));
+  EXPECT_NE(share.ask(100, kStart + kHorizonUs), FairShare::Answer::kSparse);
+  EXPECT_FALSE(share.crowded(kStart + kHorizonUs + FairShare::kDenseMemoryUs));
+}
+
 // Ten nodes that consumed alike: each gets a tenth of balance + refill.
 TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
   FairShare share;
@@ -765,6 +799,72 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
                          [](const ::testing::TestParamInfo<Algorithm>& info) {
                            return std::string(algorithm_name(info.param));
                          });
+
+// Keys new at once (`coldkeys`): a per-user rule's new keys keep their first
+// request beyond a probe's share (a user asking now and then loses nothing
+// to a probe), until this node meets FairShare::kDenseRequests of them new
+// within one horizon while the rule's spread is unknown: then it is most
+// likely one of many nodes meeting the same keys, and the rule's probes are
+// strict, as is its first epoch of a key others already spend on (200 nodes
+// passing a first request each of every key admitted 11 x the limit before
+// any news). Counted once per rule. Meeting them one a horizon changes
+// nothing.
+TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
+  const auto make = [] {
+    Rule rule;
+    rule.name = "per-user";
+    ValueMatcher each;
+    each.each = true;
+    rule.match.push_back({"user", each});
+    rule.params = {10, kUsPerSecond, 10};
+    rule.algorithm = Algorithm::kTokenBucket;
+    RuleSet rules;
+    rules.rules.push_back(std::move(rule));
+    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
+    limiter->enable_replication("self", 1, 0);
+    limiter->set_share_view(view_of(200));
+    return limiter;
+  };
+  const auto check_user = [](Limiter& limiter, int user, TimeUs now,
+                              CheckMode mode = CheckMode::kCheck) {
+    const std::string value = "u" + std::to_string(user);
+    const Descriptor d[] = {{"user", value}};
+    CheckInput input{d, 1, nullptr};
+    input.mode = mode;
+    CheckOutput out;
+    limiter.check(input, now, out);
+    return out;
+  };
+  // A key nine peers spend on, first met here at `now`: admitted?
+  const auto first_after_nine_peers = [&](Limiter& limiter, int user, TimeUs now) {
+    const std::string key(check_user(limiter, user, now, CheckMode::kPeek).rules.at(0).key);
+    for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, now);
+    return check_user(limiter, user, now).allowed;
+  };
+  // One new key a horizon: each probe keeps its first request.
+  const std::unique_ptr<Limiter> slow = make();
+  for (int user = 0; user < 20; ++user) {
+    EXPECT_TRUE(check_user(*slow, user, kStart + user * kHorizonUs).allowed) << user;
+  }
+  EXPECT_EQ(slow->stats().share_probes, 20u);
+  EXPECT_TRUE(first_after_nine_peers(*slow, 300, kStart + 20 * kHorizonUs));
+  EXPECT_EQ(slow->stats().share_crowded_starts, 0u);
+  // Many at once: the first kDenseRequests pass as sparse users' would;
+  // of the next 100, only those whose dither lifts a share of 10/200 of a
+  // request to one (about 5%).
+  const std::unique_ptr<Limiter> crowd = make();
+  for (std::uint32_t user = 0; user < FairShare::kDenseRequests; ++user) {
+    EXPECT_TRUE(check_user(*crowd, static_cast<int>(user), kStart + 1).allowed) << user;
+  }
+  EXPECT_EQ(crowd->stats().share_crowded_starts, 1u);
+  int admitted = 0;
+  for (int user = 100; user < 200; ++user) admitted += check_user(*crowd, user, kStart + 2).allowed;
+  EXPECT_LE(admitted, 15);
+  EXPECT_GT(crowd->stats().share_refused, 85u);
+  // A key nine peers already spend on, first met here: strict too.
+  EXPECT_FALSE(first_after_nine_peers(*crowd, 300, kStart + 3));
+  EXPECT_EQ(crowd->stats().share_crowded_starts, 1u);
+}
 
 // Nine peers' news on api=search (a unit each), then `tries` requests at
 // once: how many were admitted.

@@ -381,6 +381,7 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_EQ(p.type.at("rlimit_share_crowded_total"), "counter");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"origins\"}"), "0");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"burst\"}"), "0");
+  EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"new_keys\"}"), "0");
 }
 
 TEST(RulesDigest, SameRulesSameDigestWhateverTheOrder) {

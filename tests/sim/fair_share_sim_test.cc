@@ -304,16 +304,18 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // token its epoch refills ("A refill's fraction"; rounded down, a burst of
 // 100 ms on a limit of 10/s lost its refill) the run is +0.81% / +0.89%,
 // and the first window of seed 2 2.01 x the limit (20 first requests a key
-// pass, and the second's share is no longer rounded down): bounded at 2.02.
+// pass, and the second's share is no longer rounded down), and then, repaying
+// it, 0.29 x. Since a node that meets many of a rule's keys new at once
+// probes them strictly ("Keys new at once"): 1.52-1.55 x in the first
+// window, at least 0.62 x later: the bounds (2 x the burst, at least
+// half the limit), which 2.01 x and 0.29 x missed.
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
     const std::string what = "coldkeys seed " + std::to_string(seed);
-    EXPECT_LE(static_cast<double>(keys.first_window_admitted), 2.02 * 100 * 10.0) << what;
-    EXPECT_LE(static_cast<double>(keys.worst_window_admitted), 1.5 * keys.limit_per_window())
-        << what;
-    EXPECT_LE(std::abs(keys.error_ratio()), 0.01) << what;
+    expect_fair(keys, what, 100 * 10.0);
     EXPECT_GT(keys.core.share_wake_epochs, 0u) << what;
+    EXPECT_GT(keys.core.share_crowded_starts, 0u) << what;
     // 20 origins: below kCrowdedOrigins; its crowded bursts are counted.
     EXPECT_EQ(keys.core.share_crowded_epochs, 0u) << what;
     EXPECT_GT(keys.core.share_crowded_bursts, 0u) << what;
@@ -326,11 +328,13 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
 // start's debt each burst's shares spent about a token less than the pool,
 // the refill of the burst's 100 ms that a token bucket's share rounded down
 // to none (a full bucket then lost it at its cap): -3.32% over the run, later
-// windows about 0.95 x the limit. Holding the fraction: -0.36%.
+// windows about 0.95 x the limit. Holding the fraction: -0.36%. The cold
+// start then still admitted 4.4 x the limit in the first second (every
+// node's first request of every key passed) and nothing for two seconds
+// after; with keys new at once probed strictly, 1.24 x and at least 0.85 x.
 TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
   const Results r = run(shipped("coldkeys", {"cluster.nodes=50"}), 1);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
-  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
+  expect_fair(r, "coldkeys, 50 nodes", 100 * 10.0);
 }
 
 // The periodic job on 200 nodes: each node asks about 5 requests a job
