@@ -175,8 +175,9 @@ class FairShare {
   // node meeting many users new at once is more likely than a crowd: 40
   // nodes, each user's requests on 4 of them (`AccuracyTest.
   // OwnerRoutingUnderChurnLosesNoConsumption`), with a floor of 20 made
-  // those keys crowded, gossiped 249,156 entries (+18% packets) and ended
-  // -0.74% (-0.19% before; -0.49% with 50). At 50 nodes `coldkeys`'
+  // those keys crowded, gossiped 249,156 entries (+18% packets; measured
+  // while keys crowded by their bursts were gossiped too) and ended -0.74%
+  // (-0.19% before; -0.49% with 50: the strict probes' part). At 50 nodes `coldkeys`'
   // first second admitted 4.4 x the limit without it, 1.24 x with it.
   static constexpr std::int64_t kCrowdedNodes = 50;
   // The most a node's share of a burst's pool is raised for the bursts in
