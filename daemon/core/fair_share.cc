@@ -144,10 +144,10 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // keys' next bursts found too few origins to tell, and each node passed
   // its first request of each (2.9 x the limit in the second burst). The
   // same for a strict probe's key, above.
-  // The origins known to spend on the key, this node included.
-  const std::int64_t seen = std::int64_t{in.others} + 1;
   strict_ = first_here && in.crowded_start && crowd_of(n, pool);
   if (strict_) make_crowded(now);
+  // The origins known to spend on the key, this node included.
+  const std::int64_t seen = std::int64_t{in.others} + 1;
   constexpr i128 kOne = i128{1} << kFractionBits;
   // This node's part of the consumption since the previous mark, and of the
   // current window alone once it spans a few horizons (so a node whose

@@ -127,6 +127,27 @@ TEST(FairShareTest, AKeyFirstMetAmongManyNewAtOnceIsStrictAndCrowded) {
   EXPECT_FALSE(share.crowded(kStart + kHorizonUs + FairShare::kDenseMemoryUs));
 }
 
+// A probe that admitted nothing, with no news of another spender by its end,
+// unlocks the whole balance where gossip would have brought such news; where
+// keys are routed to their owners (ShareView::routed) news reaches only the
+// nodes that spent on the key, so it probes again until this node has.
+TEST(FairShareTest, WhereKeysAreRoutedAProbeUnlocksOnlyOnceThisNodeSpent) {
+  for (const bool routed : {false, true}) {
+    ShareView view = view_of(200);
+    view.routed = routed;
+    FairShare share;
+    ShareInputs in{.headroom = 10, .spenders = 200};
+    share.start_epoch(view, in, kStart);
+    ASSERT_TRUE(share.probing());
+    share.start_epoch(view, in, kStart + kHorizonUs);
+    EXPECT_EQ(share.unlimited(), !routed) << routed;
+    EXPECT_EQ(share.probing(), routed) << routed;
+    in.has_own = true;  // it spent: an origin, told of the others
+    share.start_epoch(view, in, kStart + 2 * kHorizonUs);
+    EXPECT_TRUE(share.unlimited()) << routed;
+  }
+}
+
 // Ten nodes that consumed alike: each gets a tenth of balance + refill.
 TEST(FairShareTest, NodesThatSpendAlikeGetEqualShares) {
   FairShare share;
