@@ -649,12 +649,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // adds, as the bucket itself keeps them: rounded down, an epoch about
       // a token's refill time long (a limit of 10/s, bursts of 100 ms)
       // shared none of its refill (docs/cluster.md, "A refill's fraction").
-      const std::int64_t period_us = std::max<std::int64_t>(1, p.params.period_us);
-      const __int128 scaled = static_cast<__int128>(p.params.limit) * (in.epoch_end_us - now) +
-                              p.bucket().fraction_scaled();
-      in.refill = static_cast<std::int64_t>(std::min<__int128>(scaled / period_us, kMaxTokens));
-      in.refill_fraction = static_cast<std::uint32_t>(
-          ((scaled % period_us) << FairShare::kFractionBits) / period_us);
+      const TokenBucket::Accrual accrual =
+          p.bucket().accrual_over(p.params, in.epoch_end_us - now, FairShare::kFractionBits);
+      in.refill = accrual.tokens;
+      in.refill_fraction = accrual.fraction;
     } else {
       // What the algorithm would admit by the epoch's end if nothing more
       // were spent: a log or a window frees what it admitted a period ago,

@@ -92,9 +92,22 @@ class TokenBucket {
 
   // Whole tokens (floor of the balance; negative when in debt).
   std::int64_t tokens() const { return tokens_; }
-  // The part of a token accrued beyond tokens(), in 1/period_us tokens
-  // (0 <= it < period_us).
-  std::int64_t fraction_scaled() const { return frac_; }
+  // What the bucket accrues over the next `span_us` from the fraction it
+  // holds now, as refill() would count it but not capped at burst (a fair
+  // share's pool counts an epoch's whole refill: docs/cluster.md, "A
+  // refill's fraction"): whole tokens, at most kMaxTokens, and the fraction
+  // of a token beyond them in 2^-fraction_bits. Call refill() first.
+  struct Accrual {
+    std::int64_t tokens = 0;
+    std::uint32_t fraction = 0;
+  };
+  Accrual accrual_over(const BucketParams& params, TimeUs span_us, int fraction_bits) const {
+    assert(params.period_us > 0 && span_us >= 0 && fraction_bits < 32);
+    const __int128 units = static_cast<__int128>(params.limit) * span_us + frac_;
+    return {static_cast<std::int64_t>(std::min<__int128>(units / params.period_us, kMaxTokens)),
+            static_cast<std::uint32_t>(((units % params.period_us) << fraction_bits) /
+                                       params.period_us)};
+  }
   TimeUs last_refill_us() const { return last_us_; }
 
   // Microseconds until a request of `cost` could succeed: 0 if it can now, -1

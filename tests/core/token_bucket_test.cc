@@ -41,6 +41,25 @@ TEST(TokenBucketTest, RaiseToNeverLowersAndStopsAtTheBurst) {
   EXPECT_TRUE(b.is_full(p));
 }
 
+// What a bucket accrues over a span, from the fraction it holds: the whole
+// tokens and the fraction refill() would add below the burst, and past it
+// too (not capped), the fraction in 2^-16.
+TEST(TokenBucketTest, AccrualOverASpanStartsFromTheFractionHeld) {
+  TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
+  b.charge(10);
+  b.refill(kTenPerSecond, 37'000);  // 0.37 of a token held
+  ASSERT_EQ(b.tokens(), 0);
+  const TokenBucket::Accrual a = b.accrual_over(kTenPerSecond, 100'000, 16);
+  EXPECT_EQ(a.tokens, 1);                // 1.37 tokens
+  EXPECT_EQ(a.fraction, 24'248u);        // floor(0.37 x 65536)
+  TokenBucket later = b;
+  later.refill(kTenPerSecond, 137'000);
+  EXPECT_EQ(later.tokens(), a.tokens);
+  EXPECT_EQ(later.retry_after_us(kTenPerSecond, 2), 63'000);  // 0.37 held at 137 ms
+  EXPECT_EQ(b.accrual_over(kTenPerSecond, 10 * kUsPerSecond, 16).tokens, 100);  // not capped
+  EXPECT_EQ(b.accrual_over(kTenPerSecond, 0, 16).fraction, 24'248u);
+}
+
 TEST(TokenBucketTest, RefillsAtBoundaries) {
   TokenBucket b = TokenBucket::full(kTenPerSecond, 0);
   b.charge(10);
