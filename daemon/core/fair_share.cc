@@ -208,8 +208,11 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Crowded origins (kCrowdedOrigins): dense from now, as after a crowded
   // burst.
   const i128 pool_requests = shared >> kFractionBits;
-  const bool crowded = in.crowd_makes_dense && seen >= kCrowdedOrigins &&
-                       i128{seen} >= kCrowdedOriginsPerPool * pool_requests;
+  // Origins spending at about the same time (kCrowdedWithinUs), this node
+  // among them.
+  const std::int64_t recent = std::int64_t{in.recent_others} + 1;
+  const bool crowded = in.crowd_makes_dense && recent >= kCrowdedOrigins &&
+                       i128{recent} >= kCrowdedOriginsPerPool * pool_requests;
   if (crowded) dense_until_us_ = now + kDenseMemoryUs;
   // A burst's share is spent only where this node asks in it: where it asked
   // in a fraction of the key's bursts, the shares of the nodes that ask sum

@@ -105,6 +105,13 @@ class Ledger {
   // 65 s reads as less (modulo 2^16 ms): the entry then passes for newer
   // than it is, which frees a log's slot later (conservative).
   static std::uint32_t behind_ms(const KeyState& state, const Entry& e);
+  // How many other origins (not this node's entries) consumed from the key
+  // at about the same time: their newest consumption within `within_us` of
+  // the key's newest; or, if more, of the newest before `before_us` (> 0:
+  // a wake, so that a node starting late in a burst, which already heard
+  // of it, counts the last burst's origins too). Reads every entry (twice
+  // with `before_us`): for an epoch's start, not for every request.
+  static std::uint32_t recent_others(const KeyState& state, TimeUs within_us, TimeUs before_us);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate

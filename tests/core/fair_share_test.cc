@@ -475,16 +475,20 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
 }
 
 // An epoch that sees kCrowdedOriginsPerPool times as many origins spending
-// as its pool holds requests, and at least kCrowdedOrigins, makes demand
-// dense at once: no first request beyond the share, now or for
-// kDenseMemoryUs. Fewer origins, a larger pool, or an algorithm the Limiter
-// exempts (the sliding window) keep the sparse pass.
-TEST(FairShareTest, ManyMoreOriginsThanThePoolHoldsMakeDemandDense) {
-  const auto first_answer = [](std::uint32_t origins, std::int64_t pool, bool crowd_makes_dense) {
+// at about the same time (ShareInputs::recent_others) as its pool holds
+// requests, and at least kCrowdedOrigins, makes demand dense at once: no
+// first request beyond the share, now or for kDenseMemoryUs. Fewer recent
+// origins (however many have an entry: users asking now and then at every
+// node), a larger pool, or an algorithm the Limiter exempts (the sliding
+// window) keep the sparse pass.
+TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
+  const auto first_answer = [](std::uint32_t origins, std::uint32_t recent, std::int64_t pool,
+                               bool crowd_makes_dense) {
     FairShare share;
     const ShareInputs in{.headroom = pool,
                          .refill = 0,
                          .others = origins - 1,
+                         .recent_others = recent - 1,
                          .has_own = true,
                          .crowd_makes_dense = crowd_makes_dense};
     const bool crowded = share.start_epoch(view_of(200), in, kStart);
@@ -494,10 +498,16 @@ TEST(FairShareTest, ManyMoreOriginsThanThePoolHoldsMakeDemandDense) {
   constexpr std::uint32_t kOrigins = FairShare::kCrowdedOrigins;
   static_assert(kOrigins % FairShare::kCrowdedOriginsPerPool == 0);
   constexpr std::int64_t kPool = kOrigins / FairShare::kCrowdedOriginsPerPool;  // 36
-  EXPECT_EQ(first_answer(kOrigins, kPool, true), std::pair(FairShare::Answer::kRefused, true));
-  EXPECT_EQ(first_answer(kOrigins, kPool + 1, true), std::pair(FairShare::Answer::kSparse, false));
-  EXPECT_EQ(first_answer(kOrigins - 1, 0, true), std::pair(FairShare::Answer::kSparse, false));
-  EXPECT_EQ(first_answer(kOrigins, kPool, false), std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool, true),
+            std::pair(FairShare::Answer::kRefused, true));
+  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool + 1, true),
+            std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(kOrigins - 1, kOrigins - 1, 0, true),
+            std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool, false),
+            std::pair(FairShare::Answer::kSparse, false));
+  EXPECT_EQ(first_answer(4 * kOrigins, kOrigins - 1, 0, true),
+            std::pair(FairShare::Answer::kSparse, false));
 }
 
 // Requests after an epoch's end (the algorithm refused them, so no epoch
@@ -817,6 +827,46 @@ INSTANTIATE_TEST_SUITE_P(ReplicatedAlgorithms, LimiterShareTest,
                                            Algorithm::kFixedWindow, Algorithm::kSlidingWindow,
                                            Algorithm::kSlidingLog, Algorithm::kGcra,
                                            Algorithm::kSmoothBursty),
+                         [](const ::testing::TestParamInfo<Algorithm>& info) {
+                           return std::string(algorithm_name(info.param));
+                         });
+
+// What a bucket-like algorithm regains within an epoch is spent as it comes
+// back, not at the epoch's start, as the sliding window's is
+// (ARefillThatAccruesBecomesSpendableAsTheEpochGoesBy). Spent at once by a burst that stopped
+// before the epoch's end, it was a debt the idle bucket then forgave at its
+// cap: an excess one limiter would not have admitted (a job at every node
+// every 5 s, `periodic`; docs/cluster.md, "Fair shares": "A refill
+// accrues").
+class LimiterShareRefillTest : public ::testing::TestWithParam<Algorithm> {};
+
+TEST_P(LimiterShareRefillTest, AnEpochsRefillIsSpendableAsItComesBack) {
+  const std::unique_ptr<Limiter> limiter = make_shared_limiter(GetParam());
+  // Nine peers spent 999 of the 1000: the balance is 1, and 100 come back
+  // in an epoch (100 ms at 1000/s).
+  const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
+  for (int i = 1; i <= 9; ++i) limiter->merge_remote(key, "peer" + std::to_string(i), 5, 111, kStart);
+  const auto burst = [&](TimeUs now) {
+    int admitted = 0;
+    for (int i = 0; i < 50; ++i) admitted += check_search(*limiter, now).allowed ? 1 : 0;
+    return admitted;
+  };
+  // This node's share is a tenth (a young key among 10 live nodes): of the
+  // balance at once, of the 100 as they come back.
+  const int at_start = burst(kStart + 1);
+  EXPECT_LE(at_start, 2);
+  const int by_halfway = at_start + burst(kStart + 1 + kHorizonUs / 2);
+  EXPECT_GE(by_halfway, 4);
+  EXPECT_LE(by_halfway, 7);
+  const int by_end = by_halfway + burst(kStart + kHorizonUs);
+  EXPECT_GE(by_end, 9);
+  EXPECT_LE(by_end, 12);
+  EXPECT_EQ(limiter->stats().share_epochs, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Buckets, LimiterShareRefillTest,
+                         ::testing::Values(Algorithm::kTokenBucket, Algorithm::kLeakyBucket,
+                                           Algorithm::kGcra, Algorithm::kSmoothBursty),
                          [](const ::testing::TestParamInfo<Algorithm>& info) {
                            return std::string(algorithm_name(info.param));
                          });

@@ -308,7 +308,12 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // it, 0.29 x. Since a node that meets many of a rule's keys new at once
 // probes them strictly ("Keys new at once"): 1.52-1.55 x in the first
 // window, at least 0.62 x later: the bounds (2 x the burst, at least
-// half the limit), which 2.01 x and 0.29 x missed.
+// half the limit), which 2.01 x and 0.29 x missed. The periodic job's run
+// was +3.92% / +2.80% until the bucket-like algorithms' refill accrued over
+// an epoch ("A refill accrues": each job's last epoch spent its refill up to
+// the epoch's end at once, and the idle bucket forgave the debt at its cap);
+// +1.40% / +1.40% since, and at 5 nodes within the 1% (+2.38% /
+// +3.36% -> +0.70% / +0.56%).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
@@ -320,7 +325,9 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     EXPECT_EQ(keys.core.share_crowded_epochs, 0u) << what;
     EXPECT_GT(keys.core.share_crowded_bursts, 0u) << what;
     const Results periodic = run(shipped("periodic"), seed);
-    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.05);
+    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.02);
+    const Results periodic5 = run(shipped("periodic", {"cluster.nodes=5"}), seed);
+    expect_fair(periodic5, "periodic, 5 nodes, seed " + std::to_string(seed), 100);
   }
 }
 
@@ -342,7 +349,9 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
 // each epoch beyond its share until an epoch that sees as many origins as
 // the pool holds made demand dense (FairShare::kCrowdedOriginsPerPool; it
 // asked for three times as many before): seeds 1-4 +22..+32% over the
-// ideal, later windows up to 1.79 x the limit -> +8.8..+11.2%, 1.40 x. The
+// ideal, later windows up to 1.79 x the limit -> +8.8..+11.2%, 1.40 x;
+// +4.20..+6.44%, 1.35 x since the bucket-like algorithms' refill accrues
+// over an epoch (seed 1 +4.48%; docs/cluster.md, "A refill accrues"). The
 // run is still beyond the 1% (each job's overshoot is forgiven by
 // the idle refill, never repaid: docs/accuracy.md, guarantee 3), so it is
 // bounded here at what it does, the windows at the bounds.
@@ -351,7 +360,7 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
   EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * r.limit_per_window());
-  EXPECT_LE(std::abs(r.error_ratio()), 0.15);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.07);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
 }
 
