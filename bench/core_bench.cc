@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cluster_node.h"
+#include "core/fair_share.h"
 #include "core/key_owners.h"
 #include "core/limiter.h"
 #include "core/time.h"
@@ -85,6 +86,41 @@ void BM_TokenBucketHotKeyReplicated(benchmark::State& state) {
   check_hot_key(state, limiter);
 }
 BENCHMARK(BM_TokenBucketHotKeyReplicated)->Arg(0)->Arg(1);
+
+// FairShare::ask at the margin of a share, where the credit left is short
+// and what has accrued of the epoch's refill decides (arg 1: the refill
+// accrues, as the bucket-like algorithms' and the sliding window's do,
+// docs/cluster.md "A refill accrues"; arg 0: spendable at once, as a log's
+// or a fixed window's): the request-path cost of the accrual, side by side.
+// Nine other origins spend on the key; a check every 10 us of an epoch of
+// 80 ms, the credit spent as far as it goes.
+void BM_FairShareAskAtTheMargin(benchmark::State& state) {
+  const ShareView view{.live_nodes = 10, .horizon_us = 80'000};
+  const ShareInputs in{.headroom = 0,
+                       .refill = 100,
+                       .refill_accrues = state.range(0) != 0,
+                       .others = 9,
+                       .has_own = true,
+                       .own_consumed = 100,
+                       .all_consumed = 1000};
+  FairShare share;
+  TimeUs now = 1000 * kUsPerSecond;
+  share.start_epoch(view, in, now);
+  std::uint64_t admitted = 0;
+  for (auto _ : state) {
+    now += 10;
+    if (share.due(now)) share.start_epoch(view, in, now);
+    const FairShare::Answer answer = share.ask(1, now);
+    if (answer == FairShare::Answer::kCredit) {
+      share.spend(1);
+      ++admitted;
+    }
+    benchmark::DoNotOptimize(answer);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["admitted"] = static_cast<double>(admitted) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_FairShareAskAtTheMargin)->Arg(0)->Arg(1);
 
 // One hot key through the Limiter for every algorithm a rule can select (arg
 // = Algorithm): 1000 per second offered one check every 500 us, so about
