@@ -98,6 +98,11 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         "(demand made dense: many more origins than the pool; a burst of 3 pools; a rule's "
         "keys new at once)");
   }
+  if (c.share_keys_crowded + c.share_idle_raise_capped > 0) {
+    row(out, "fair shares: keys crowded / idle raises capped",
+        std::to_string(c.share_keys_crowded) + " / " + std::to_string(c.share_idle_raise_capped),
+        "(keys new at once, gossiped not routed; epochs whose idle raise hit 1.5 x)");
+  }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
         "from before a node started, beyond a key's burst");
@@ -399,6 +404,8 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_crowded_epochs\": " << c.share_crowded_epochs
       << ", \"share_crowded_bursts\": " << c.share_crowded_bursts
       << ", \"share_crowded_starts\": " << c.share_crowded_starts
+      << ", \"share_keys_crowded\": " << c.share_keys_crowded
+      << ", \"share_idle_raise_capped\": " << c.share_idle_raise_capped
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

@@ -277,6 +277,8 @@ class Simulation {
     t.share_crowded_epochs += l.share_crowded_epochs;
     t.share_crowded_bursts += node.limiter->ledger().crowded_bursts();
     t.share_crowded_starts += l.share_crowded_starts;
+    t.share_keys_crowded += l.share_keys_crowded;
+    t.share_idle_raise_capped += l.share_idle_raise_capped;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

@@ -68,7 +68,9 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   return crowded;
 }
 
-bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now) {
+FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareInputs& in,
+                                             TimeUs now) {
+  EpochStart found;
   probing_ = false;
   strict_ = false;
   unlimited_ = false;
@@ -118,7 +120,7 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
       probe_ways_ = std::max<std::uint32_t>(probe_ways_, 1);
       unlimited_ = true;
       end_epoch_at(now + view.horizon_us);
-      return false;
+      return found;
     }
     // New here, and nobody else known to spend yet: probe at an equal share.
     probing_ = true;
@@ -129,10 +131,13 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
     // Where demand is sparse (a user's requests now and then), a probe
     // splitting a burst of one or two ways would refuse most first requests.
     strict_ = !in.sparse_rule;
-    if (strict_ && in.crowded_start && crowd_of(n, pool)) make_crowded(now);
+    if (strict_ && in.crowded_start && crowd_of(n, pool)) {
+      make_crowded(now);
+      found.made_crowded = true;
+    }
     end_epoch_at(now + view.horizon_us);
     young_until_us_ = epoch_end_us_ + view.horizon_us;
-    return false;
+    return found;
   }
 
   // Met here for the first time while others spend on it, among many of the
@@ -145,7 +150,10 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // its first request of each (2.9 x the limit in the second burst). The
   // same for a strict probe's key, above.
   strict_ = first_here && in.crowded_start && crowd_of(n, pool);
-  if (strict_) make_crowded(now);
+  if (strict_) {
+    make_crowded(now);
+    found.made_crowded = true;
+  }
   // The origins known to spend on the key, this node included.
   const std::int64_t seen = std::int64_t{in.others} + 1;
   constexpr i128 kOne = i128{1} << kFractionBits;
@@ -211,9 +219,9 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   // Origins spending at about the same time (kCrowdedWithinUs), this node
   // among them.
   const std::int64_t recent = std::int64_t{in.recent_others} + 1;
-  const bool crowded = in.crowd_makes_dense && recent >= kCrowdedOrigins &&
-                       i128{recent} >= kCrowdedOriginsPerPool * pool_requests;
-  if (crowded) dense_until_us_ = now + kDenseMemoryUs;
+  found.crowded_origins = in.crowd_makes_dense && recent >= kCrowdedOrigins &&
+                         i128{recent} >= kCrowdedOriginsPerPool * pool_requests;
+  if (found.crowded_origins) dense_until_us_ = now + kDenseMemoryUs;
   // A burst's share is spent only where this node asks in it: where it asked
   // in a fraction of the key's bursts, the shares of the nodes that ask sum
   // below the pool by that much (200 nodes, each asking about one request
@@ -221,12 +229,13 @@ bool FairShare::start_epoch(const ShareView& view, const ShareInputs& in, TimeUs
   if (in.from_wake && asked_wakes_x63_ <= kIdleRaiseBelowX63) {
     // 63 / (the fraction, x63), the fraction no less than 4 / kMaxIdleRaiseX4.
     constexpr i128 kLeastAskedX63 = (63 * 4 + kMaxIdleRaiseX4 - 1) / kMaxIdleRaiseX4;
+    found.idle_raise_capped = asked_wakes_x63_ < kLeastAskedX63;
     weight = weight * 63 / std::max<i128>(kLeastAskedX63, asked_wakes_x63_);
   }
   credit_ = shared * weight / kOne - spent_since_wake + dither;
   accruing_ = later * weight / kOne;
   end_epoch_at(end);
-  return crowded;
+  return found;
 }
 
 __int128 FairShare::accrued(TimeUs now) const {

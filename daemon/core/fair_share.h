@@ -216,9 +216,20 @@ class FairShare {
 
   // True when the epoch ended: start_epoch before admits.
   bool due(TimeUs now) const { return now >= epoch_end_us_; }
-  // Fixes this epoch's share. `now` >= the last epoch's end. True when it
-  // found the key crowded (kCrowdedOrigins) and made demand on it dense.
-  bool start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now);
+  // What an epoch's start found, for the Limiter's counters.
+  struct EpochStart {
+    // Many origins spending at about the same time against the pool
+    // (kCrowdedOrigins): demand on the key made dense.
+    bool crowded_origins = false;
+    // The key made crowded (make_crowded): one of a rule's keys new at once
+    // among at least kCrowdedNodes live nodes; gossiped, not routed.
+    bool made_crowded = false;
+    // The raise of a node's share for the bursts it asks nothing in was
+    // held at its bound (kMaxIdleRaiseX4).
+    bool idle_raise_capped = false;
+  };
+  // Fixes this epoch's share. `now` >= the last epoch's end.
+  EpochStart start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now);
   enum class Answer {
     kCredit,   // within the share: spend() it when charged
     kSparse,   // beyond the share, but the first request of an epoch at a

@@ -743,7 +743,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // including keys its probe refused and nobody else spent on: spread 1.
     const bool learn = !share.young(now);
     in.crowded_start = rule.crowded_start && rule.spread_x16 == kSpreadUnknown;
-    if (share.start_epoch(share_view_, in, now)) ++stats_.share_crowded_epochs;
+    const FairShare::EpochStart found = share.start_epoch(share_view_, in, now);
+    if (found.crowded_origins) ++stats_.share_crowded_epochs;
+    if (found.made_crowded) ++stats_.share_keys_crowded;
+    if (found.idle_raise_capped) ++stats_.share_idle_raise_capped;
     if (learn) {
       const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);

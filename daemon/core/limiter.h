@@ -192,6 +192,13 @@ struct LimiterStats {
   // Rules whose probes turned strict while their spread was unknown: this
   // node began FairShare::kDenseRequests probes of their keys in one horizon.
   std::uint64_t share_crowded_starts = 0;
+  // Keys made crowded at such a start (FairShare::make_crowded, from
+  // FairShare::kCrowdedNodes live nodes): dense for 60 s, gossiped rather
+  // than routed to owners.
+  std::uint64_t share_keys_crowded = 0;
+  // Epochs whose raise for the bursts this node asks nothing in was held at
+  // its bound (FairShare::kMaxIdleRaiseX4).
+  std::uint64_t share_idle_raise_capped = 0;
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check

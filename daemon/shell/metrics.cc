@@ -83,6 +83,12 @@ const StatusMetric kStatusMetrics[] = {
              "at once (its probes turned strict).",
              "by", "origins"),
     labelled("rlimit_share_crowded_total", kCounter, "", "by", "new_keys"),
+    counter("rlimit_share_keys_crowded_total",
+            "Keys made crowded when many of a rule's keys were new at once (from 50 live "
+            "nodes): dense for 60 s, gossiped rather than routed to owners."),
+    counter("rlimit_share_idle_raise_capped_total",
+            "Fair share epochs whose raise for the bursts this node asks nothing in was held at "
+            "its bound (1.5 x)."),
     // ShellCounters
     counter("rlimit_connections_accepted_total", "Unix socket connections accepted."),
     counter("rlimit_connections_rejected_total",
@@ -342,7 +348,7 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
-    "share_crowded_epochs", "share_crowded_starts",
+    "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_idle_raise_capped",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

@@ -50,7 +50,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 33 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 35 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -85,6 +85,8 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("share_wake_epochs"), s.share_wake_epochs);
   f(std::string_view("share_crowded_epochs"), s.share_crowded_epochs);
   f(std::string_view("share_crowded_starts"), s.share_crowded_starts);
+  f(std::string_view("share_keys_crowded"), s.share_keys_crowded);
+  f(std::string_view("share_idle_raise_capped"), s.share_idle_raise_capped);
 }
 
 // Calls f(name, value) for every field of ClusterStats, in declaration order.

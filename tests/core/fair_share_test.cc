@@ -464,7 +464,7 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
     in.headroom = 0;
     in.refill = 0;
     in.all_consumed = consumed;
-    EXPECT_FALSE(share.start_epoch(view_of(10), in, again));  // 10 origins: not crowded by them
+    EXPECT_FALSE(share.start_epoch(view_of(10), in, again).crowded_origins);  // 10 origins: not crowded by them
     return std::pair{share.ask(1, again), crowded};
   };
   constexpr TimeUs kEnded = 150'000;
@@ -491,7 +491,7 @@ TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
                          .recent_others = recent - 1,
                          .has_own = true,
                          .crowd_makes_dense = crowd_makes_dense};
-    const bool crowded = share.start_epoch(view_of(200), in, kStart);
+    const bool crowded = share.start_epoch(view_of(200), in, kStart).crowded_origins;
     EXPECT_EQ(crowded, share.dense(kStart + kUsPerSecond));
     return std::pair{share.ask(pool + 1, kStart), crowded};
   };
@@ -928,6 +928,7 @@ TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
     EXPECT_TRUE(check_user(*crowd, static_cast<int>(user), kStart + 1).allowed) << user;
   }
   EXPECT_EQ(crowd->stats().share_crowded_starts, 1u);
+  EXPECT_EQ(slow->stats().share_keys_crowded, 0u);
   int admitted = 0;
   for (int user = 100; user < 200; ++user) admitted += check_user(*crowd, user, kStart + 2).allowed;
   EXPECT_LE(admitted, 15);
@@ -935,6 +936,8 @@ TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
   // A key nine peers already spend on, first met here: strict too.
   EXPECT_FALSE(first_after_nine_peers(*crowd, 300, kStart + 3));
   EXPECT_EQ(crowd->stats().share_crowded_starts, 1u);
+  // Their keys are made crowded (200 live nodes, pools of 10): counted.
+  EXPECT_GT(crowd->stats().share_keys_crowded, 90u);
 }
 
 // Nine peers' news on api=search (a unit each), then `tries` requests at
@@ -1042,15 +1045,21 @@ TEST(FairShareTest, ANodeAskingInFewOfAKeysBurstsHasItsShareRaised) {
     share.note_wake(0, 0, at, kHorizonUs, last_change);
     in.from_wake = true;
     in.epoch_end_us = at + kHorizonUs;
-    share.start_epoch(view_of(2), in, at);
-    return spend_epoch(share, 1000, at);
+    const bool capped = share.start_epoch(view_of(2), in, at).idle_raise_capped;
+    return std::pair{spend_epoch(share, 1000, at), capped};
   };
   const auto near = [](int admitted, int expected) {
     return admitted >= expected && admitted <= expected + 1;  // the dither
   };
-  EXPECT_PRED2(near, share_after(1000), 50);  // asked in every burst but the first
-  EXPECT_PRED2(near, share_after(2), 75);
-  EXPECT_PRED2(near, share_after(8), 50);
+  const auto [every, every_capped] = share_after(1000);  // asked in every burst but the first
+  EXPECT_PRED2(near, every, 50);
+  EXPECT_FALSE(every_capped);
+  const auto [half, half_capped] = share_after(2);  // 2 x, held at 1.5 x (counted)
+  EXPECT_PRED2(near, half, 75);
+  EXPECT_TRUE(half_capped);
+  const auto [most, most_capped] = share_after(8);
+  EXPECT_PRED2(near, most, 50);
+  EXPECT_FALSE(most_capped);
 }
 
 }  // namespace

@@ -382,6 +382,10 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"origins\"}"), "0");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"burst\"}"), "0");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"new_keys\"}"), "0");
+  EXPECT_EQ(p.type.at("rlimit_share_keys_crowded_total"), "counter");
+  EXPECT_EQ(p.samples.at("rlimit_share_keys_crowded_total"), "0");
+  EXPECT_EQ(p.type.at("rlimit_share_idle_raise_capped_total"), "counter");
+  EXPECT_EQ(p.samples.at("rlimit_share_idle_raise_capped_total"), "0");
 }
 
 TEST(RulesDigest, SameRulesSameDigestWhateverTheOrder) {
