@@ -242,7 +242,15 @@ __int128 FairShare::accrued(TimeUs now) const {
   const TimeUs left_us = epoch_end_us_ - now;
   if (accruing_ == 0 || left_us <= 0) return accruing_;
   if (left_us >= epoch_us_) return 0;
-  return accruing_ * (epoch_us_ - left_us) / epoch_us_;
+  const TimeUs elapsed_us = epoch_us_ - left_us;  // below 2^25
+  // In 64 bits where the product fits (a refill below 2^22 units an epoch,
+  // every limit below millions a second): on the request path, where the
+  // credit is short (BM_FairShareAskAtTheMargin).
+  constexpr i128 kFitsIn64 = i128{1} << 38;
+  if (accruing_ < kFitsIn64) {
+    return static_cast<std::int64_t>(accruing_) * elapsed_us / static_cast<std::int64_t>(epoch_us_);
+  }
+  return accruing_ * elapsed_us / epoch_us_;
 }
 
 FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
