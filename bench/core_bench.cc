@@ -118,7 +118,8 @@ void BM_FairShareAskAtTheMargin(benchmark::State& state) {
     benchmark::DoNotOptimize(answer);
   }
   state.SetItemsProcessed(state.iterations());
-  state.counters["admitted"] = static_cast<double>(admitted) / static_cast<double>(state.iterations());
+  state.counters["admitted"] =
+      static_cast<double>(admitted) / static_cast<double>(state.iterations());
 }
 BENCHMARK(BM_FairShareAskAtTheMargin)->Arg(0)->Arg(1);
 

@@ -220,7 +220,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // among them.
   const std::int64_t recent = std::int64_t{in.recent_others} + 1;
   found.crowded_origins = in.crowd_makes_dense && recent >= kCrowdedOrigins &&
-                         i128{recent} >= kCrowdedOriginsPerPool * pool_requests;
+                          i128{recent} >= kCrowdedOriginsPerPool * pool_requests;
   if (found.crowded_origins) dense_until_us_ = now + kDenseMemoryUs;
   // A burst's share is spent only where this node asks in it: where it asked
   // in a fraction of the key's bursts, the shares of the nodes that ask sum

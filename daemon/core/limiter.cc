@@ -713,9 +713,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // origins no longer look recent beside its news (a job on 200 nodes
     // every 5 s, `periodic`: +6.30% without, +4.48% with, +4.76% counting
     // every origin with an entry).
-    in.recent_others = Ledger::recent_others(
-        state, FairShare::kCrowdedWithinUs,
-        share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0);
+    in.recent_others =
+        Ledger::recent_others(state, FairShare::kCrowdedWithinUs,
+                              share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0);
     in.has_own = state.own >= 0;
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).

@@ -78,7 +78,8 @@ const StatusMetric kStatusMetrics[] = {
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
     labelled("rlimit_share_crowded_total", kCounter,
              "Fair shares that found a key crowded and made demand on it dense, by what showed "
-             "it: at least as many origins as the pool holds (at an epoch), a burst that "
+             "it: at least as many origins spending at about the same time as the pool holds (at "
+             "an epoch), a burst that "
              "consumed three times its pool (at a wake), or, for a rule, many of its keys new "
              "at once (its probes turned strict).",
              "by", "origins"),

@@ -464,7 +464,8 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
     in.headroom = 0;
     in.refill = 0;
     in.all_consumed = consumed;
-    EXPECT_FALSE(share.start_epoch(view_of(10), in, again).crowded_origins);  // 10 origins: not crowded by them
+    // 10 origins: not crowded by them.
+    EXPECT_FALSE(share.start_epoch(view_of(10), in, again).crowded_origins);
     return std::pair{share.ask(1, again), crowded};
   };
   constexpr TimeUs kEnded = 150'000;
@@ -845,7 +846,9 @@ TEST_P(LimiterShareRefillTest, AnEpochsRefillIsSpendableAsItComesBack) {
   // Nine peers spent 999 of the 1000: the balance is 1, and 100 come back
   // in an epoch (100 ms at 1000/s).
   const std::string key(check_search(*limiter, kStart, 1, CheckMode::kPeek).rules.at(0).key);
-  for (int i = 1; i <= 9; ++i) limiter->merge_remote(key, "peer" + std::to_string(i), 5, 111, kStart);
+  for (int i = 1; i <= 9; ++i) {
+    limiter->merge_remote(key, "peer" + std::to_string(i), 5, 111, kStart);
+  }
   const auto burst = [&](TimeUs now) {
     int admitted = 0;
     for (int i = 0; i < 50; ++i) admitted += check_search(*limiter, now).allowed ? 1 : 0;

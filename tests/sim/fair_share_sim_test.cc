@@ -374,8 +374,8 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
 // (FairShare::kCrowdedWithinUs; docs/cluster.md, "Crowded origins are
 // recent ones"): -1.45% (-1.24%), 64 crowded epochs.
 TEST(FairShareSimTest, UsersAskingNowAndThenAt50NodesAreNotCrowded) {
-  const Results r = run(
-      shipped("hotkeys", {"cluster.nodes=50", "duration=\"12s\"", "traffic.0.keys=300"}), 1);
+  const Results r =
+      run(shipped("hotkeys", {"cluster.nodes=50", "duration=\"12s\"", "traffic.0.keys=300"}), 1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.03);
   EXPECT_LT(r.core.share_crowded_epochs, 1000u);
 }
