@@ -571,7 +571,7 @@ void ClusterNode::tick(TimeUs now) {
 
 void ClusterNode::refresh_owners() {
   const std::vector<const Member*>& peers = membership_.live_peers();
-  routing_ = options_.owners_per_key > 0 && peers.size() + 1 >= options_.routed_min_members;
+  routing_ = routing_with(peers.size() + 1);
   if (!routing_ || membership_.live_version() == key_owners_version_) return;
   key_owners_version_ = membership_.live_version();
   std::vector<std::string> ids;
@@ -639,10 +639,9 @@ void ClusterNode::gossip_round(TimeUs now) {
                                    : default_rounds(peers.size(), options_.fanout);
   ledger.set_retransmit_rounds(rounds);
   // News of a change reaches every node within about its rounds of gossip.
-  limiter_.set_share_view(
-      {.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
-       .horizon_us = options_.gossip_interval_us * (rounds + 1),
-       .routed = options_.owners_per_key > 0 && peers.size() + 1 >= options_.routed_min_members});
+  limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
+                           .horizon_us = options_.gossip_interval_us * (rounds + 1),
+                           .routed = routing_with(peers.size() + 1)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   refresh_owners();

@@ -198,8 +198,13 @@ class ClusterNode {
     return routing_ && state.entries.size() <= options_.routed_max_origins &&
            (state.share == nullptr || !state.share->crowded(now));
   }
-  // Decides whether routing is on for this round (owners_per_key > 0 and
-  // routed_min_members met) and, if so, brings key_owners_ up to date with
+  // Whether owner routing is on with `members` live members (this node
+  // included): owners_per_key > 0 and routed_min_members met.
+  bool routing_with(std::size_t members) const {
+    return options_.owners_per_key > 0 && members >= options_.routed_min_members;
+  }
+  // Decides whether routing is on for this round (routing_with) and, if so,
+  // brings key_owners_ up to date with
   // the live members; we are index kSelfOwner.
   void refresh_owners();
   static constexpr std::uint32_t kSelfOwner = 0;

@@ -162,7 +162,15 @@ bool remembers_when(Algorithm algorithm) {
 
 // An algorithm whose room an epoch's share spends as it comes back (in
 // proportion to the time elapsed in the epoch), not all at the epoch's
-// start (share_admits; the token bucket's does too).
+// start (share_admits). A sliding window frees room continuously (the
+// previous window's weight falls with time), and what it admits beyond one
+// limiter is not a debt. The bucket-like ones repay an early spend as a
+// debt, but only while demand lasts: a burst that stops before the epoch's
+// end leaves a debt the idle bucket forgives at its cap, an excess one
+// bucket would not have admitted (docs/cluster.md, "Fair shares": "A refill
+// accrues"; a job at every node every 5 s, `periodic`, 20 nodes, seeds 1-4:
+// +3.50% -> +1.26%). A log or a fixed window frees in steps that the
+// algorithm itself times (it refuses until then): spendable at once.
 bool refill_accrues(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kSlidingWindow:
@@ -673,12 +681,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
           p.bucket().accrual_over(p.params, in.epoch_end_us - now, FairShare::kFractionBits);
       in.refill = accrual.tokens;
       in.refill_fraction = accrual.fraction;
-      // Its refill accrues over the epoch (docs/cluster.md, "Fair shares":
-      // "A refill accrues"): spent at the epoch's start by a burst that
-      // stops before its end, it is a debt the idle bucket forgives at its
-      // cap, an excess one bucket would not have admitted (a job at every
-      // node every 5 s, `periodic`, 20 nodes, seeds 1-4: +3.50% -> +1.26%).
-      in.refill_accrues = true;
     } else {
       // What the algorithm would admit by the epoch's end if nothing more
       // were spent: a log or a window frees what it admitted a period ago,
@@ -691,16 +693,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                                       scratch.effective, input.cost, end);
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
-      // A sliding window frees room continuously (the previous window's
-      // weight falls with time), and what it admits beyond one limiter is
-      // not a debt: its refill accrues over the epoch. The bucket-like ones
-      // repay an early spend as a debt, but only while demand lasts: a burst
-      // that stops before the epoch's end leaves a debt the cap forgives, so
-      // theirs accrues too, as the token bucket's above. A log or a fixed
-      // window frees in steps that the algorithm itself times (it refuses
-      // until then): spendable at once.
-      in.refill_accrues = refill_accrues(p.limit->algorithm);
     }
+    in.refill_accrues =
+        refill_accrues(p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm);
     for (const Ledger::Entry& e : state.entries) {
       if (e.origin == 0) {  // this node, in any incarnation
         in.own_consumed += e.consumed;

@@ -629,18 +629,23 @@ Rule shared_rule(Algorithm algorithm, std::int64_t limit, AlgorithmOptions optio
 // per horizon, refuses the rest with retry_after the epoch's end and
 // nothing remaining, for every replicated algorithm; a key only this node
 // spends on is not gated; peeks and costs of 0 change nothing.
+// A replicated limiter with `rule` among `live` nodes.
+std::unique_ptr<Limiter> make_replicated_limiter(Rule rule, std::uint32_t live) {
+  RuleSet rules;
+  rules.rules.push_back(std::move(rule));
+  auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
+  limiter->enable_replication("self", 1, 0);
+  limiter->set_share_view(view_of(live));
+  return limiter;
+}
+
 // A replicated limiter with shared_rule(algorithm, 1000) among `live` nodes.
 std::unique_ptr<Limiter> make_shared_limiter(Algorithm algorithm, std::uint32_t live = 10) {
   AlgorithmOptions options;
   if (algorithm == Algorithm::kSmoothBursty || algorithm == Algorithm::kSmoothWarmingUp) {
     options.max_delay_us = 0;  // a rate limit, not a scheduler
   }
-  RuleSet rules;
-  rules.rules.push_back(shared_rule(algorithm, 1000, options));
-  auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
-  limiter->enable_replication("self", 1, 0);
-  limiter->set_share_view(view_of(live));
-  return limiter;
+  return make_replicated_limiter(shared_rule(algorithm, 1000, options), live);
 }
 
 // A check of api=search.
@@ -885,19 +890,14 @@ INSTANTIATE_TEST_SUITE_P(Buckets, LimiterShareRefillTest,
 // nothing.
 TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
   const auto make = [] {
+    // A token bucket of 10/s, burst 10, per user.
     Rule rule;
     rule.name = "per-user";
     ValueMatcher each;
     each.each = true;
     rule.match.push_back({"user", each});
     rule.params = {10, kUsPerSecond, 10};
-    rule.algorithm = Algorithm::kTokenBucket;
-    RuleSet rules;
-    rules.rules.push_back(std::move(rule));
-    auto limiter = std::make_unique<Limiter>(LimiterOptions{.replicated = true}, std::move(rules));
-    limiter->enable_replication("self", 1, 0);
-    limiter->set_share_view(view_of(200));
-    return limiter;
+    return make_replicated_limiter(std::move(rule), 200);
   };
   const auto check_user = [](Limiter& limiter, int user, TimeUs now,
                               CheckMode mode = CheckMode::kCheck) {
