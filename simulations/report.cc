@@ -103,6 +103,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         std::to_string(c.share_keys_crowded) + " / " + std::to_string(c.share_idle_raise_capped),
         "(keys new at once, gossiped not routed; epochs whose idle raise hit 1.5 x)");
   }
+  if (c.share_debts_carried + c.share_debts_capped > 0) {
+    row(out, "fair shares: debts carried / units / capped",
+        std::to_string(c.share_debts_carried) + " / " + std::to_string(c.share_debt_carried_units) +
+            " / " + std::to_string(c.share_debts_capped),
+        "(a burst's debt the idle spell forgave, carried into the next)");
+  }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
         "from before a node started, beyond a key's burst");
@@ -406,6 +412,9 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_crowded_starts\": " << c.share_crowded_starts
       << ", \"share_keys_crowded\": " << c.share_keys_crowded
       << ", \"share_idle_raise_capped\": " << c.share_idle_raise_capped
+      << ", \"share_debts_carried\": " << c.share_debts_carried
+      << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
+      << ", \"share_debts_capped\": " << c.share_debts_capped
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

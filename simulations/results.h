@@ -63,6 +63,9 @@ struct CoreTotals {
   std::uint64_t share_crowded_starts = 0;  // rules whose many new keys made their probes strict
   std::uint64_t share_keys_crowded = 0;    // keys a crowded start made crowded (gossiped)
   std::uint64_t share_idle_raise_capped = 0;  // epochs whose idle raise was held at its bound
+  std::uint64_t share_debts_carried = 0;      // wakes carrying a forgiven debt
+  std::uint64_t share_debt_carried_units = 0;  // units of forgiven debt carried
+  std::uint64_t share_debts_capped = 0;        // forgiven debts held at their bound
   std::uint64_t remote_unknown_keys = 0;
   std::uint64_t key_table_full = 0;
   std::uint64_t clock_went_back = 0;

@@ -279,6 +279,9 @@ class Simulation {
     t.share_crowded_starts += l.share_crowded_starts;
     t.share_keys_crowded += l.share_keys_crowded;
     t.share_idle_raise_capped += l.share_idle_raise_capped;
+    t.share_debts_carried += l.share_debts_carried;
+    t.share_debt_carried_units += l.share_debt_carried_units;
+    t.share_debts_capped += l.share_debts_capped;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;
     t.clock_went_back += l.clock_went_back;

@@ -28,10 +28,27 @@ bool crowd_of(std::int64_t live_nodes, i128 pool) {
 }  // namespace
 
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
-static_assert(sizeof(FairShare) <= 144);
+static_assert(sizeof(FairShare) <= 176);
 
 bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
-                          TimeUs quiet_us, TimeUs last_change_us) {
+                          TimeUs quiet_us, TimeUs last_change_us, TimeUs last_consumed_us) {
+  // A forgiven debt: the burst since the last wake ended. Its end is this
+  // node's last request in it, or, if later, the newest consumption it
+  // heard of less a horizon (news arrives up to about a horizon after the
+  // fact): a node whose own demand stopped early does not take the burst
+  // for ended (an end too early takes a debt too large).
+  if (burst_balance_ >= 0 && burst_woke_us_ == 0 && woke_us_ > 0) {
+    const TimeUs heard_end = last_consumed_us > 0 ? last_consumed_us - quiet_us : 0;
+    last_asked_us_ = std::clamp(std::max(last_asked_us_, heard_end), woke_us_, now);
+    burst_balance_ = static_cast<std::int64_t>(std::clamp<i128>(
+        i128(since(all_before, all_at_wake_)) - burst_balance_,
+        std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
+    burst_woke_us_ = woke_us_;
+  } else {
+    burst_balance_ = -1;
+    burst_woke_us_ = 0;
+  }
+  debt_ = 0;
   burst_carry_ = 0;
   bool crowded = false;
   if (burst_pool_ >= 0 && woke_us_ > 0 &&
@@ -96,7 +113,35 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     mark_us_ = now;
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
-  const i128 balance = units(std::max<std::int64_t>(0, in.headroom));
+  // A forgiven debt: the first epoch after a wake carries the last burst's
+  // and notes the balance this burst is shared from, less that debt. Every
+  // later epoch until the next wake shares its balance less the debt too,
+  // so that this burst ends that much above zero (the idle spell's refill
+  // fills that part in vain: the debt is repaid).
+  if (!in.carries_debt) {
+    debt_ = 0;
+    burst_balance_ = -1;
+    burst_woke_us_ = 0;
+  } else if (woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
+    if (burst_woke_us_ > 0) {
+      const std::int64_t most = in.capacity * kMaxDebtX8 / 8;
+      const std::int64_t debt = forgiven_debt(in, now);
+      debt_ = std::min(debt, most);
+      found.debt_carried = debt_ > 0;
+      found.debt_capped = debt > most;
+      burst_balance_ = -1;
+      burst_woke_us_ = 0;
+    }
+    if (burst_balance_ < 0) {
+      // The balance as it stood at the wake: what is left plus what every
+      // node spent since.
+      burst_balance_ = static_cast<std::int64_t>(
+          std::clamp<i128>(i128{in.headroom} - debt_ + i128(since(in.all_consumed, all_at_wake_)),
+                           0, std::numeric_limits<std::int64_t>::max()));
+    }
+  }
+  const std::int64_t headroom = in.headroom - debt_;
+  const i128 balance = units(std::max<std::int64_t>(0, headroom));
   assert(in.refill_fraction < (1u << kFractionBits));
   const i128 refill = units(std::max<std::int64_t>(0, in.refill)) + in.refill_fraction;
   // What is shared out at once; an accruing refill is shared alike below
@@ -190,7 +235,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // The balance as it stood at the last wake: what is left plus what every
   // node spent since.
   const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
-  const i128 at_wake = std::max<i128>(0, i128{in.headroom} + i128(spent_all));
+  const i128 at_wake = std::max<i128>(0, i128{headroom} + i128(spent_all));
   if (in.from_wake) {
     assert(in.epoch_end_us > now);  // FairShare::wake_end_us
     const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
@@ -236,6 +281,26 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   accruing_ = later * weight / kOne;
   end_epoch_at(end);
   return found;
+}
+
+std::int64_t FairShare::forgiven_debt(const ShareInputs& in, TimeUs now) const {
+  // With P the balance shared out at the burst's wake (less the debt
+  // carried into it, o), C what every node consumed since and R what the
+  // algorithm refilled since (rounded up: a debt rounds down), the balance
+  // now would be P + o - C + R without a cap; it is `headroom`, so the cap
+  // held back P + o - C + R - headroom of the idle spell's refill. One
+  // bucket spent down to zero by the burst's end would have held back the
+  // idle refill beyond its capacity. The debt is what the cap held back
+  // less than one bucket's would, plus the o this burst repaid:
+  // C - P - R + headroom + (one bucket's held back).
+  const i128 period = std::max<std::int64_t>(1, in.rate_period_us);
+  const i128 refill = (i128{in.rate_limit} * (now - burst_woke_us_) + period - 1) / period;
+  const i128 idle_refill = i128{in.rate_limit} * (now - last_asked_us_) / period;
+  const i128 held_back_by_one = std::max<i128>(0, idle_refill - in.capacity);
+  const i128 debt = i128{burst_balance_} - refill + in.headroom + held_back_by_one;
+  // Never more than the balance there is.
+  return static_cast<std::int64_t>(
+      std::clamp<i128>(debt, 0, std::max<std::int64_t>(0, in.headroom)));
 }
 
 __int128 FairShare::accrued(TimeUs now) const {

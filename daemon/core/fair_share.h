@@ -55,6 +55,15 @@
 // before any burst overshoots, does an epoch that sees at least as many
 // origins spending on the key at about the same time (kCrowdedWithinUs) as
 // its pool holds requests (kCrowdedOrigins).
+// A forgiven debt, carried: an algorithm that repays an overspend as a debt
+// (the bucket-like ones) repays it only while demand lasts; a burst that
+// ends in debt leaves it to the idle spell, whose refill fills the bucket to
+// its cap all the same, and one bucket would have admitted that much less.
+// So at the next wake, the refill the key's cap held back less than one
+// bucket's cap would have (had the burst spent the bucket down to zero by
+// its last request) is carried: this node shares out its balance less that
+// debt until the next wake (ShareInputs::carries_debt; docs/cluster.md,
+// "Fair shares": "A forgiven debt, carried").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -138,6 +147,14 @@ struct ShareInputs {
   // kCrowdedOrigins); not for the sliding window (the Limiter's choice,
   // measured: docs/cluster.md, "Fair shares": "Crowded origins").
   bool crowd_makes_dense = false;
+  // The algorithm repays an overspend as a debt and refills continuously up
+  // to a cap (the bucket-like ones): carry the debt an idle spell forgave
+  // (FairShare, "A forgiven debt"). Its nominal refill, `rate_limit` per
+  // `rate_period_us` (> 0), up to `capacity`.
+  bool carries_debt = false;
+  std::int64_t rate_limit = 0;
+  std::int64_t rate_period_us = 1;
+  std::int64_t capacity = 0;
 };
 
 class FairShare {
@@ -210,6 +227,12 @@ class FairShare {
   static constexpr std::uint32_t kIdleRaiseBelowX63 = 47;
   // The quiet spell, in news horizons, that ends a burst for that count.
   static constexpr int kIdleSpellHorizons = 3;
+  // The most debt carried (A forgiven debt), in eighths of the capacity: a
+  // burst's overspend at every node at once is a few requests of a pool
+  // (`periodic` at 200 nodes: up to 10 of 120); a partition's, which an
+  // idle spell after the heal forgives, may be many bursts, and carrying it
+  // all would silence the key's next bursts.
+  static constexpr int kMaxDebtX8 = 2;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;
@@ -227,6 +250,10 @@ class FairShare {
     // The raise of a node's share for the bursts it asks nothing in was
     // held at its bound (kMaxIdleRaiseX4).
     bool idle_raise_capped = false;
+    // A forgiven debt was carried into this epoch (debt() > 0), and held at
+    // its bound (kMaxDebtX8).
+    bool debt_carried = false;
+    bool debt_capped = false;
   };
   // Fixes this epoch's share. `now` >= the last epoch's end.
   EpochStart start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now);
@@ -243,10 +270,14 @@ class FairShare {
   // `last_change_us` when the entries grew before it: the last burst's
   // error is carried, and a crowded burst seen, only if its consumption was
   // all shared from its wake's pool (it ended within kLogWakeHorizons, its
-  // news a horizon later). True when it found that burst crowded
-  // (kCrowdedPools) and made demand on the key dense.
+  // news a horizon later). `last_consumed_us` (0: unknown): when the
+  // newest consumption before the wake happened as far as this node knows
+  // (KeyState::consumed_at_us: a peer's news when it arrived, unless it
+  // came with an age), for the end of the last burst (a forgiven debt).
+  // True when it found that burst crowded (kCrowdedPools) and made demand
+  // on the key dense.
   bool note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
-                 TimeUs last_change_us);
+                 TimeUs last_change_us, TimeUs last_consumed_us = 0);
   // A wake was noted at `now` (the epoch that decides a request noted it;
   // the request's charge need not again).
   bool woke_at(TimeUs now) const { return woke_us_ == now; }
@@ -277,6 +308,7 @@ class FairShare {
   // Counts one request (admitted or not) towards this node's demand
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
+    if (burst_woke_us_ == 0) last_asked_us_ = now;  // not while a burst's end waits (below)
     asked_since_wake_ = true;
     if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
@@ -307,6 +339,9 @@ class FairShare {
   }
   TimeUs epoch_end_us() const { return epoch_end_us_; }
   bool unlimited() const { return unlimited_; }
+  // The debt carried from the last burst (carries_debt), in units of the
+  // algorithm: what this epoch's balance was shared out less.
+  std::int64_t debt() const { return debt_; }
   bool probing() const { return probing_; }
   // Met too recently for news of every other spender to have arrived (a
   // share never started is young too).
@@ -319,6 +354,10 @@ class FairShare {
  private:
   // `cost` in the credit's units (costs up to 2^50: 128 bits).
   static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
+
+  // The debt the last burst ran up and its idle spell forgave (A forgiven
+  // debt), at the first epoch after the wake, with the burst's end noted.
+  std::int64_t forgiven_debt(const ShareInputs& in, TimeUs now) const;
 
   // What has accrued of the epoch's refill by `now` (refill_accrues).
   __int128 accrued(TimeUs now) const;
@@ -348,11 +387,21 @@ class FairShare {
   // taken from the next pool.
   std::int64_t burst_pool_ = -1;
   std::int64_t burst_carry_ = 0;
+  // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is
+  // the balance this node shared out at its wake (less the debt carried
+  // into it), -1 if none was noted, and last_asked_us_ this node's last
+  // request. After the next wake, until the epoch that carries the debt:
+  // burst_balance_ is what the burst consumed beyond that balance,
+  // burst_woke_us_ (> 0) the burst's wake and last_asked_us_ its end.
+  std::int64_t debt_ = 0;
+  std::int64_t burst_balance_ = -1;
+  TimeUs burst_woke_us_ = 0;
+  TimeUs last_asked_us_ = 0;
   // The epoch's length, over which accruing_ accrues and by which
   // enter_span() counts (one above kMaxEpochUs, 33 s, a gossip interval of
   // seconds, accrues and counts over 33 s); 0 until the first epoch (so a
   // share never started is young). Packed with the counts and flags below:
-  // the share is 144 bytes, one per key this node checks.
+  // the share is 176 bytes, one per key this node checks.
   static constexpr TimeUs kMaxEpochUs = (TimeUs{1} << 25) - 1;
   std::uint32_t epoch_us_ : 25 = 0;
   std::uint32_t crowded_ : 1 = 0;  // crowded(): while dense

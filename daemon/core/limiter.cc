@@ -696,6 +696,13 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     }
     in.refill_accrues =
         refill_accrues(p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm);
+    // A forgiven debt is carried where an overspend is a debt repaid by a
+    // continuous refill up to a cap: the bucket-like algorithms (FairShare,
+    // "A forgiven debt").
+    in.carries_debt = repays && in.refill_accrues;
+    in.rate_limit = p.params.limit;
+    in.rate_period_us = p.params.period_us;
+    in.capacity = p.params.burst;
     for (const Ledger::Entry& e : state.entries) {
       if (e.origin == 0) {  // this node, in any incarnation
         in.own_consumed += e.consumed;
@@ -742,6 +749,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (found.crowded_origins) ++stats_.share_crowded_epochs;
     if (found.made_crowded) ++stats_.share_keys_crowded;
     if (found.idle_raise_capped) ++stats_.share_idle_raise_capped;
+    if (found.debt_carried) {
+      ++stats_.share_debts_carried;
+      stats_.share_debt_carried_units += static_cast<std::uint64_t>(share.debt());
+    }
+    if (found.debt_capped) ++stats_.share_debts_capped;
     if (learn) {
       const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);

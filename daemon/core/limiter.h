@@ -199,6 +199,12 @@ struct LimiterStats {
   // Epochs whose raise for the bursts this node asks nothing in was held at
   // its bound (FairShare::kMaxIdleRaiseX4).
   std::uint64_t share_idle_raise_capped = 0;
+  // Wakes at which a key's share carried a debt its last burst ran up and
+  // the idle spell forgave (FairShare, "A forgiven debt"), the units
+  // carried, and those held at the bound (FairShare::kMaxDebtX8).
+  std::uint64_t share_debts_carried = 0;
+  std::uint64_t share_debt_carried_units = 0;
+  std::uint64_t share_debts_capped = 0;
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check

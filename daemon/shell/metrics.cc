@@ -90,6 +90,13 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_idle_raise_capped_total",
             "Fair share epochs whose raise for the bursts this node asks nothing in was held at "
             "its bound (1.5 x)."),
+    counter("rlimit_share_debts_carried_total",
+            "Wakes at which a key's fair share carried a debt its last burst ran up and the idle "
+            "spell forgave at the cap."),
+    counter("rlimit_share_debt_carried_units_total",
+            "Units (tokens, requests) of forgiven debt carried into keys' next bursts."),
+    counter("rlimit_share_debts_capped_total",
+            "Forgiven debts held at their bound (a quarter of the capacity)."),
     // ShellCounters
     counter("rlimit_connections_accepted_total", "Unix socket connections accepted."),
     counter("rlimit_connections_rejected_total",
@@ -350,6 +357,7 @@ constexpr std::string_view kStatusNames[] = {
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
     "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_idle_raise_capped",
+    "share_debts_carried", "share_debt_carried_units", "share_debts_capped",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

@@ -310,6 +310,77 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
   EXPECT_NEAR(late(true, 100).admitted, 723 - 100, 1);
 }
 
+// A forgiven debt is carried (the bucket-like algorithms): a burst that
+// ended in debt left it to the idle spell, whose refill filled the bucket to
+// its cap all the same. Two nodes (this one weighs half), a capacity of 100
+// refilling 100/s; the burst woke with the bucket full, this node asked
+// until 200 ms after the wake, and every node consumed `consumed` in it (one
+// bucket: 100 + 20). At the next wake, `idle_s` later, the debt is what the
+// cap held back less than one bucket's would have, at most a quarter of the
+// capacity; the next burst shares its balance less that debt.
+TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
+  struct Next {
+    std::int64_t debt;
+    int admitted;
+    FairShare::EpochStart found;
+  };
+  const auto next_burst = [](std::uint64_t consumed, TimeUs idle_us, std::int64_t headroom,
+                             TimeUs asked_until_us = 200'000, TimeUs heard_until_us = 0) {
+    FairShare share;
+    ShareInputs in{.headroom = 100,
+                   .others = 1,
+                   .has_own = true,
+                   .carries_debt = true,
+                   .rate_limit = 100,
+                   .rate_period_us = kUsPerSecond,
+                   .capacity = 100};
+    share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
+    share.count(kStart);
+    const TimeUs woke = kStart + kUsPerSecond;
+    share.note_wake(0, 0, woke, kHorizonUs, kStart, kStart);
+    in.from_wake = true;
+    in.epoch_end_us = woke + kHorizonUs;
+    share.start_epoch(view_of(2), in, woke);  // notes the balance at the wake: 100
+    share.count(woke + asked_until_us);       // this node's last request in the burst
+    const TimeUs again = woke + asked_until_us + idle_us;
+    share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + asked_until_us,
+                    heard_until_us > 0 ? woke + heard_until_us : woke + asked_until_us);
+    in.headroom = headroom;
+    in.own_consumed = consumed / 2;
+    in.all_consumed = consumed;
+    in.epoch_end_us = again + kHorizonUs;
+    const FairShare::EpochStart found = share.start_epoch(view_of(2), in, again);
+    return Next{share.debt(), spend_epoch(share, 1000, again), found};
+  };
+  constexpr TimeUs kIdleUs = 4'800'000;
+  // 6 over one bucket's 120: carried; the next burst's 100 less 6, halved
+  // (7/8 of this node's half plus 1/16), and the dither.
+  const Next over = next_burst(126, kIdleUs, 100);
+  EXPECT_EQ(over.debt, 6);
+  EXPECT_TRUE(over.found.debt_carried);
+  EXPECT_FALSE(over.found.debt_capped);
+  EXPECT_GE(over.admitted, 47);
+  EXPECT_LE(over.admitted, 48);
+  // No overspend: nothing carried, the whole 100 shared.
+  const Next exact = next_burst(120, kIdleUs, 100);
+  EXPECT_EQ(exact.debt, 0);
+  EXPECT_FALSE(exact.found.debt_carried);
+  EXPECT_GE(exact.admitted, 50);
+  EXPECT_LE(exact.admitted, 51);
+  // An idle spell too short to fill the bucket (0.8 s: 80 of refill) leaves
+  // the debt in the bucket, which repays it: nothing forgiven, nothing
+  // carried.
+  EXPECT_EQ(next_burst(126, 800'000, -6 + 80).debt, 0);
+  // A partition's debt: at most a quarter of the capacity.
+  const Next partition = next_burst(400, kIdleUs, 100);
+  EXPECT_EQ(partition.debt, 25);
+  EXPECT_TRUE(partition.found.debt_capped);
+  // This node stopped asking early (50 ms), while news of consumption
+  // arrived until 260 ms: the burst is taken to have ended a horizon before
+  // that (160 ms), not at 50 ms, which would have made the debt 21.
+  EXPECT_EQ(next_burst(126, kIdleUs + 150'000, 100, 50'000, 260'000).debt, 10);
+}
+
 // A log's burst error is carried into its next burst's pool: the cluster
 // consumed `consumed` between two wakes against a pool of 100 this node
 // shared at the first; at the second this node (weighing half) shares half of

@@ -386,6 +386,10 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_EQ(p.samples.at("rlimit_share_keys_crowded_total"), "0");
   EXPECT_EQ(p.type.at("rlimit_share_idle_raise_capped_total"), "counter");
   EXPECT_EQ(p.samples.at("rlimit_share_idle_raise_capped_total"), "0");
+  EXPECT_EQ(p.type.at("rlimit_share_debts_carried_total"), "counter");
+  EXPECT_EQ(p.samples.at("rlimit_share_debts_carried_total"), "0");
+  EXPECT_EQ(p.samples.at("rlimit_share_debt_carried_units_total"), "0");
+  EXPECT_EQ(p.samples.at("rlimit_share_debts_capped_total"), "0");
 }
 
 TEST(RulesDigest, SameRulesSameDigestWhateverTheOrder) {
