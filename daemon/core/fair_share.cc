@@ -123,21 +123,26 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     burst_balance_ = -1;
     burst_woke_us_ = 0;
   } else if (woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
+    // What every node consumed since the wake, as this node heard of it.
+    const i128 spent_since_wake = since(in.all_consumed, all_at_wake_);
     if (burst_woke_us_ > 0) {
       const std::int64_t most = in.capacity * kMaxDebtX8 / 8;
-      const std::int64_t debt = forgiven_debt(in, now);
+      const std::int64_t debt = forgiven_debt(in, spent_since_wake, now);
       debt_ = std::min(debt, most);
       found.debt_carried = debt_ > 0;
       found.debt_capped = debt > most;
       burst_balance_ = -1;
       burst_woke_us_ = 0;
     }
+    // The balance as it stood at the wake: what is left plus what every
+    // node spent since (what refilled since, within a horizon, is not
+    // taken off: a bucket at its cap when the news came held some of it
+    // back, and a balance taken too low would make the next debt too
+    // large).
     if (burst_balance_ < 0) {
-      // The balance as it stood at the wake: what is left plus what every
-      // node spent since.
       burst_balance_ = static_cast<std::int64_t>(
-          std::clamp<i128>(i128{in.headroom} - debt_ + i128(since(in.all_consumed, all_at_wake_)),
-                           0, std::numeric_limits<std::int64_t>::max()));
+          std::clamp<i128>(i128{in.headroom} - debt_ + spent_since_wake, 0,
+                           std::numeric_limits<std::int64_t>::max()));
     }
   }
   const std::int64_t headroom = in.headroom - debt_;
@@ -283,21 +288,31 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   return found;
 }
 
-std::int64_t FairShare::forgiven_debt(const ShareInputs& in, TimeUs now) const {
+std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wake,
+                                      TimeUs now) const {
   // With P the balance shared out at the burst's wake (less the debt
-  // carried into it, o), C what every node consumed since and R what the
-  // algorithm refilled since (rounded up: a debt rounds down), the balance
-  // now would be P + o - C + R without a cap; it is `headroom`, so the cap
-  // held back P + o - C + R - headroom of the idle spell's refill. One
+  // carried into it, o), C what every node consumed from then to this
+  // wake, S what they consumed since and R what the algorithm refilled
+  // from that wake to now (rounded up: a debt rounds down), the balance now
+  // would be P + o - C - S + R without a cap; it is `headroom`, so the cap
+  // held back P + o - C - S + R - headroom of the idle spell's refill. One
   // bucket spent down to zero by the burst's end would have held back the
-  // idle refill beyond its capacity. The debt is what the cap held back
-  // less than one bucket's would, plus the o this burst repaid:
-  // C - P - R + headroom + (one bucket's held back).
+  // idle spell's refill (to this wake) beyond its capacity. The debt is
+  // what the cap held back less than one bucket's would, plus the o this
+  // burst repaid: C - P + S - R + headroom + (one bucket's held back).
+  // Forgiven only where the idle spell filled the bucket: at the wake it
+  // stood at its cap. A quiet spell that did not is a debt being repaid
+  // while demand may go on, refused (after a partition, 5 nodes: the
+  // silence that repaid 8 s of overspend looked like the end of a burst,
+  // and a debt was carried over what was already repaid).
+  if (i128{in.headroom} + spent_since_wake < in.capacity) return 0;
   const i128 period = std::max<std::int64_t>(1, in.rate_period_us);
   const i128 refill = (i128{in.rate_limit} * (now - burst_woke_us_) + period - 1) / period;
-  const i128 idle_refill = i128{in.rate_limit} * (now - last_asked_us_) / period;
+  const i128 idle_refill =
+      i128{in.rate_limit} * std::max<TimeUs>(0, woke_us_ - last_asked_us_) / period;
   const i128 held_back_by_one = std::max<i128>(0, idle_refill - in.capacity);
-  const i128 debt = i128{burst_balance_} - refill + in.headroom + held_back_by_one;
+  const i128 debt =
+      i128{burst_balance_} + spent_since_wake - refill + in.headroom + held_back_by_one;
   // Never more than the balance there is.
   return static_cast<std::int64_t>(
       std::clamp<i128>(debt, 0, std::max<std::int64_t>(0, in.headroom)));

@@ -61,8 +61,9 @@
 // its cap all the same, and one bucket would have admitted that much less.
 // So at the next wake, the refill the key's cap held back less than one
 // bucket's cap would have (had the burst spent the bucket down to zero by
-// its last request) is carried: this node shares out its balance less that
-// debt until the next wake (ShareInputs::carries_debt; docs/cluster.md,
+// its end: this node's last request in it, or the newest news of it less a
+// horizon, if later) is carried: this node shares out its balance less
+// that debt until the next wake (ShareInputs::carries_debt; docs/cluster.md,
 // "Fair shares": "A forgiven debt, carried").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
@@ -229,7 +230,7 @@ class FairShare {
   static constexpr int kIdleSpellHorizons = 3;
   // The most debt carried (A forgiven debt), in eighths of the capacity: a
   // burst's overspend at every node at once is a few requests of a pool
-  // (`periodic` at 200 nodes: up to 10 of 120); a partition's, which an
+  // (`periodic` at 200 nodes: up to 10 of the ideal's 119); a partition's, which an
   // idle spell after the heal forgives, may be many bursts, and carrying it
   // all would silence the key's next bursts.
   static constexpr int kMaxDebtX8 = 2;
@@ -356,8 +357,9 @@ class FairShare {
   static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
 
   // The debt the last burst ran up and its idle spell forgave (A forgiven
-  // debt), at the first epoch after the wake, with the burst's end noted.
-  std::int64_t forgiven_debt(const ShareInputs& in, TimeUs now) const;
+  // debt), at the first epoch after the wake, with the burst's end noted;
+  // `spent_since_wake`: what every node consumed since the wake.
+  std::int64_t forgiven_debt(const ShareInputs& in, __int128 spent_since_wake, TimeUs now) const;
 
   // What has accrued of the epoch's refill by `now` (refill_accrues).
   __int128 accrued(TimeUs now) const;

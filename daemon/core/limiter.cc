@@ -697,9 +697,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.refill_accrues =
         refill_accrues(p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm);
     // A forgiven debt is carried where an overspend is a debt repaid by a
-    // continuous refill up to a cap: the bucket-like algorithms (FairShare,
-    // "A forgiven debt").
-    in.carries_debt = repays && in.refill_accrues;
+    // continuous refill up to a cap at the rule's rate and burst: the
+    // bucket-like algorithms (FairShare, "A forgiven debt"), but warming up,
+    // whose stored permits and the rate they come back at are its own.
+    const Algorithm algorithm = p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm;
+    in.carries_debt =
+        repays && in.refill_accrues && algorithm != Algorithm::kSmoothWarmingUp;
     in.rate_limit = p.params.limit;
     in.rate_period_us = p.params.period_us;
     in.capacity = p.params.burst;

@@ -325,7 +325,8 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
     FairShare::EpochStart found;
   };
   const auto next_burst = [](std::uint64_t consumed, TimeUs idle_us, std::int64_t headroom,
-                             TimeUs asked_until_us = 200'000, TimeUs heard_until_us = 0) {
+                             TimeUs asked_until_us = 200'000, TimeUs heard_until_us = 0,
+                             TimeUs late_us = 0, std::uint64_t consumed_since = 0) {
     FairShare share;
     ShareInputs in{.headroom = 100,
                    .others = 1,
@@ -347,10 +348,10 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
                     heard_until_us > 0 ? woke + heard_until_us : woke + asked_until_us);
     in.headroom = headroom;
     in.own_consumed = consumed / 2;
-    in.all_consumed = consumed;
+    in.all_consumed = consumed + consumed_since;
     in.epoch_end_us = again + kHorizonUs;
-    const FairShare::EpochStart found = share.start_epoch(view_of(2), in, again);
-    return Next{share.debt(), spend_epoch(share, 1000, again), found};
+    const FairShare::EpochStart found = share.start_epoch(view_of(2), in, again + late_us);
+    return Next{share.debt(), spend_epoch(share, 1000, again + late_us), found};
   };
   constexpr TimeUs kIdleUs = 4'800'000;
   // 6 over one bucket's 120: carried; the next burst's 100 less 6, halved
@@ -361,6 +362,9 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
   EXPECT_FALSE(over.found.debt_capped);
   EXPECT_GE(over.admitted, 47);
   EXPECT_LE(over.admitted, 48);
+  // This node's first epoch comes 50 ms after the wake, when news of 10
+  // consumed since has arrived and 5 refilled: the same debt.
+  EXPECT_EQ(next_burst(126, kIdleUs, 100 - 10 + 5, 200'000, 0, 50'000, 10).debt, 6);
   // No overspend: nothing carried, the whole 100 shared.
   const Next exact = next_burst(120, kIdleUs, 100);
   EXPECT_EQ(exact.debt, 0);

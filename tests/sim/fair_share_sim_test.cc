@@ -315,9 +315,8 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // +1.40% / +1.40% since, and at 5 nodes within the issue's 1% (+2.38% /
 // +3.36% -> +0.70% / +0.56%). A job's overshoot was still forgiven by the
 // idle refill until the next job carried it as a debt ("A forgiven debt,
-// carried"): 20 nodes +1.40% / +0.70%, 50 nodes +2.24% / +2.80% -> +0.84% /
-// +1.12%, 5 nodes +0.42% / +0.14%. What is left: the first job's (the
-// cold start is no wake) and the last job's (the run ends before the next).
+// carried"): 20 nodes +1.40% / +1.40% -> +0.98% / +0.70%, 50 nodes +2.24% /
+// +2.80% -> -0.42% / +0.56%, 5 nodes +0.42% / +0.14%.
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
@@ -329,13 +328,13 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     EXPECT_EQ(keys.core.share_crowded_epochs, 0u) << what;
     EXPECT_GT(keys.core.share_crowded_bursts, 0u) << what;
     const Results periodic = run(shipped("periodic"), seed);
-    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.015);
+    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.012);
     EXPECT_GT(periodic.core.share_debts_carried, 0u) << "periodic seed " << seed;
     EXPECT_EQ(periodic.core.share_debts_capped, 0u) << "periodic seed " << seed;
     const Results periodic5 = run(shipped("periodic", {"cluster.nodes=5"}), seed);
     expect_fair(periodic5, "periodic, 5 nodes, seed " + std::to_string(seed), 100);
     const Results periodic50 = run(shipped("periodic", {"cluster.nodes=50"}), seed);
-    expect_fair(periodic50, "periodic, 50 nodes, seed " + std::to_string(seed), 100, 0.015);
+    expect_fair(periodic50, "periodic, 50 nodes, seed " + std::to_string(seed), 100);
   }
 }
 
@@ -360,18 +359,17 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
 // ideal, later windows up to 1.79 x the limit -> +8.8..+11.2%, 1.40 x;
 // +4.20..+6.44%, 1.35 x since the bucket-like algorithms' refill accrues
 // over an epoch (seed 1 +4.48%; docs/cluster.md, "A refill accrues");
-// +1.12..+3.78% (seed 1 +3.78%) since each job's overshoot, which the idle
-// refill forgave, is carried into the next as a debt ("A forgiven debt,
-// carried"). The run is still beyond the issue's 1% (the first job's and
-// the last job's overshoots are not carried: docs/accuracy.md, guarantee
-// 3), so it is bounded here at what it does, the windows at the issue's
-// bounds.
+// -0.42..+2.94% (seed 1 +2.94%) since each job's overshoot, which the
+// idle refill forgave, is carried into the next as a debt ("A forgiven
+// debt, carried"). The run is still beyond the issue's 1% at some seeds
+// (docs/accuracy.md, guarantee 3), so it is bounded here at what it does,
+// the windows at the issue's bounds.
 TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   const Results r = run(shipped("periodic", {"cluster.nodes=200"}), 1);
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
   EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * r.limit_per_window());
-  EXPECT_LE(std::abs(r.error_ratio()), 0.05);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.035);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
 }
