@@ -694,13 +694,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
     }
-    in.refill_accrues =
-        refill_accrues(p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm);
+    const Algorithm algorithm = p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm;
+    in.refill_accrues = refill_accrues(algorithm);
     // A forgiven debt is carried where an overspend is a debt repaid by a
     // continuous refill up to a cap at the rule's rate and burst: the
     // bucket-like algorithms (FairShare, "A forgiven debt"), but warming up,
     // whose stored permits and the rate they come back at are its own.
-    const Algorithm algorithm = p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm;
     in.carries_debt =
         repays && in.refill_accrues && algorithm != Algorithm::kSmoothWarmingUp;
     in.rate_limit = p.params.limit;
