@@ -113,38 +113,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     mark_us_ = now;
   }
   const std::int64_t n = std::max<std::uint32_t>(1, view.live_nodes);
-  // A forgiven debt: the first epoch after a wake carries the last burst's
-  // and notes the balance this burst is shared from, less that debt. Every
-  // later epoch until the next wake shares its balance less the debt too,
-  // so that this burst ends that much above zero (the idle spell's refill
-  // fills that part in vain: the debt is repaid).
-  if (!in.carries_debt) {
-    debt_ = 0;
-    burst_balance_ = -1;
-    burst_woke_us_ = 0;
-  } else if (woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
-    // What every node consumed since the wake, as this node heard of it.
-    const i128 spent_since_wake = since(in.all_consumed, all_at_wake_);
-    if (burst_woke_us_ > 0) {
-      const std::int64_t most = in.capacity * kMaxDebtX8 / 8;
-      const std::int64_t debt = forgiven_debt(in, spent_since_wake, now);
-      debt_ = std::min(debt, most);
-      found.debt_carried = debt_ > 0;
-      found.debt_capped = debt > most;
-      burst_balance_ = -1;
-      burst_woke_us_ = 0;
-    }
-    // The balance as it stood at the wake: what is left plus what every
-    // node spent since (what refilled since, within a horizon, is not
-    // taken off: a bucket at its cap when the news came held some of it
-    // back, and a balance taken too low would make the next debt too
-    // large).
-    if (burst_balance_ < 0) {
-      burst_balance_ = static_cast<std::int64_t>(
-          std::clamp<i128>(i128{in.headroom} - debt_ + spent_since_wake, 0,
-                           std::numeric_limits<std::int64_t>::max()));
-    }
-  }
+  carry_forgiven_debt(view, in, now, found);
   const std::int64_t headroom = in.headroom - debt_;
   const i128 balance = units(std::max<std::int64_t>(0, headroom));
   assert(in.refill_fraction < (1u << kFractionBits));
@@ -286,6 +255,37 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   accruing_ = later * weight / kOne;
   end_epoch_at(end);
   return found;
+}
+
+void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in, TimeUs now,
+                                    EpochStart& found) {
+  if (!in.carries_debt) {
+    debt_ = 0;
+    burst_balance_ = -1;
+    burst_woke_us_ = 0;
+    return;
+  }
+  if (woke_us_ == 0 || now >= woke_us_ + view.horizon_us) return;
+  // What every node consumed since the wake, as this node heard of it.
+  const i128 spent_since_wake = since(in.all_consumed, all_at_wake_);
+  if (burst_woke_us_ > 0) {
+    const std::int64_t most = in.capacity * kMaxDebtX8 / 8;
+    const std::int64_t debt = forgiven_debt(in, spent_since_wake, now);
+    debt_ = std::min(debt, most);
+    found.debt_carried = debt_ > 0;
+    found.debt_capped = debt > most;
+    burst_balance_ = -1;
+    burst_woke_us_ = 0;
+  }
+  // The balance as it stood at the wake: what is left plus what every node
+  // spent since (what refilled since, within a horizon, is not taken off: a
+  // bucket at its cap when the news came held some of it back, and a
+  // balance taken too low would make the next debt too large).
+  if (burst_balance_ < 0) {
+    burst_balance_ = static_cast<std::int64_t>(
+        std::clamp<i128>(i128{in.headroom} - debt_ + spent_since_wake, 0,
+                         std::numeric_limits<std::int64_t>::max()));
+  }
 }
 
 std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wake,

@@ -356,6 +356,14 @@ class FairShare {
   // `cost` in the credit's units (costs up to 2^50: 128 bits).
   static __int128 units(std::int64_t cost) { return static_cast<__int128>(cost) << kFractionBits; }
 
+  // A forgiven debt, at an epoch's start: the first epoch after a wake
+  // carries the last burst's (debt_, noted in `found`) and notes the
+  // balance this burst is shared from, less that debt. Every later epoch
+  // until the next wake shares its balance less the debt too, so that this
+  // burst ends that much above zero (the idle spell's refill fills that
+  // part in vain: the debt is repaid).
+  void carry_forgiven_debt(const ShareView& view, const ShareInputs& in, TimeUs now,
+                           EpochStart& found);
   // The debt the last burst ran up and its idle spell forgave (A forgiven
   // debt), at the first epoch after the wake, with the burst's end noted;
   // `spent_since_wake`: what every node consumed since the wake.

@@ -277,6 +277,8 @@ struct Limiter::Pending {
   std::int64_t share_retry_us = 0;
   std::uint32_t rule = kNoRule;  // index into the rules (for rule_shares_)
 
+  // The key's algorithm (an inline limit is a token bucket).
+  Algorithm algorithm() const { return limit != nullptr ? limit->algorithm : Algorithm::kTokenBucket; }
   StateCell& current() { return cell != nullptr ? *cell : fresh; }
   TokenBucket& bucket() { return current().as<TokenBucket>(); }
   // The token bucket's waits, dividing by the rule's precomputed limit
@@ -590,7 +592,7 @@ void Limiter::shape(const CheckInput& input, CheckShape& shape) {
   for (const Pending& p : pending()) {
     ++shape.verdicts;
     shape.name_bytes += p.name.size();
-    if (p.limit != nullptr && p.limit->algorithm == Algorithm::kConcurrency) {
+    if (p.algorithm() == Algorithm::kConcurrency) {
       ++shape.leases;
       shape.lease_key_bytes += p.key_bytes;
     }
@@ -647,7 +649,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // full, as a debt (the buckets, GCRA, the fixed window): it makes the
     // shares' overlap a little larger. On a sliding window at 200 nodes it
     // took `aligned` from +1.41% to +3.70% (docs/cluster.md, "A burst's pool").
-    const bool repays = p.limit == nullptr || !remembers_when(p.limit->algorithm);
+    const Algorithm algorithm = p.algorithm();
+    const bool repays = !remembers_when(algorithm);
     // A sliding log repays nothing, and with one horizon from the wake the
     // burst's second epochs shared again what the first ones had spent but
     // not yet been heard of (aligned bursts from the 10th second on: +0.58%
@@ -662,7 +665,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     TimeUs wake_end = 0;
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
-    } else if (p.limit->algorithm == Algorithm::kSlidingLog && share.dense(now)) {
+    } else if (algorithm == Algorithm::kSlidingLog && share.dense(now)) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;
     }
@@ -670,7 +673,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // A crowd of origins makes demand dense, but on a sliding window: there
     // it cost the run more than it gained in windows (200 nodes, bursts
     // every 300 ms: -1.18% -> -1.98%; docs/cluster.md, "Crowded origins").
-    in.crowd_makes_dense = p.limit == nullptr || p.limit->algorithm != Algorithm::kSlidingWindow;
+    in.crowd_makes_dense = algorithm != Algorithm::kSlidingWindow;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
     if (p.token_bucket) {
       // With the fraction of a token the bucket holds and the one the epoch
@@ -694,7 +697,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
     }
-    const Algorithm algorithm = p.token_bucket ? Algorithm::kTokenBucket : p.limit->algorithm;
     in.refill_accrues = refill_accrues(algorithm);
     // A forgiven debt is carried where an overspend is a debt repaid by a
     // continuous refill up to a cap at the rule's rate and burst: the
@@ -847,7 +849,7 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         v.retry_after_us = p.share_retry_us;
         v.excess = input.cost;
         v.delay_us = 0;
-      } else if (!v.allowed && gated && p.limit != nullptr && remembers_when(p.limit->algorithm)) {
+      } else if (!v.allowed && gated && remembers_when(p.algorithm())) {
         // The algorithm refused: still demand on the key, counted towards
         // this node's density (below) as a request its share saw would be.
         // Counting only what the algorithm let through, 300 ms bursts on 200
@@ -998,7 +1000,7 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
       v.reset_after_us = p.reset_after_us();
       continue;
     }
-    v.algorithm = p.limit != nullptr ? p.limit->algorithm : Algorithm::kTokenBucket;
+    v.algorithm = p.algorithm();
     v.over_limit = p.decision.allowed && p.decision.over_limit;
     const alg::Verdict& verdict = algorithm_scratch_[p.scratch].verdict;
     v.capacity = verdict.limit;
@@ -1034,7 +1036,7 @@ std::size_t Limiter::reset(const CheckInput& input, TimeUs now, CheckOutput& out
     RuleVerdict& v = out.rules.emplace_back();
     v.name = p.name;
     v.params = p.params;
-    v.algorithm = p.limit != nullptr ? p.limit->algorithm : Algorithm::kTokenBucket;
+    v.algorithm = p.algorithm();
     v.key = key;
     v.allowed = true;
   }

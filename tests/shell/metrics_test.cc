@@ -382,14 +382,13 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"origins\"}"), "0");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"burst\"}"), "0");
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"new_keys\"}"), "0");
-  EXPECT_EQ(p.type.at("rlimit_share_keys_crowded_total"), "counter");
-  EXPECT_EQ(p.samples.at("rlimit_share_keys_crowded_total"), "0");
-  EXPECT_EQ(p.type.at("rlimit_share_idle_raise_capped_total"), "counter");
-  EXPECT_EQ(p.samples.at("rlimit_share_idle_raise_capped_total"), "0");
-  EXPECT_EQ(p.type.at("rlimit_share_debts_carried_total"), "counter");
-  EXPECT_EQ(p.samples.at("rlimit_share_debts_carried_total"), "0");
-  EXPECT_EQ(p.samples.at("rlimit_share_debt_carried_units_total"), "0");
-  EXPECT_EQ(p.samples.at("rlimit_share_debts_capped_total"), "0");
+  for (const std::string name :
+       {"rlimit_share_keys_crowded_total", "rlimit_share_idle_raise_capped_total",
+        "rlimit_share_debts_carried_total", "rlimit_share_debt_carried_units_total",
+        "rlimit_share_debts_capped_total"}) {
+    EXPECT_EQ(p.type.at(name), "counter") << name;
+    EXPECT_EQ(p.samples.at(name), "0") << name;
+  }
 }
 
 TEST(RulesDigest, SameRulesSameDigestWhateverTheOrder) {
