@@ -156,6 +156,10 @@ struct ShareInputs {
   std::int64_t rate_limit = 0;
   std::int64_t rate_period_us = 1;
   std::int64_t capacity = 0;
+  // What the algorithm admits beyond its refill once spent: smooth rate's
+  // reservation (a request passes when its turn has come and the next one
+  // pays), a request's cost; 0 for the buckets and GCRA.
+  std::int64_t admits_ahead = 0;
 };
 
 class FairShare {
@@ -306,10 +310,16 @@ class FairShare {
       asked_ = 0;
     }
   }
+  // A request on the key at `now`, admitted or refused by the share or the
+  // algorithm: the burst's end, as far as this node saw it, for a forgiven
+  // debt (not while one waits: last_asked_us_ below).
+  void note_asked(TimeUs now) {
+    if (burst_woke_us_ == 0) last_asked_us_ = now;
+  }
   // Counts one request (admitted or not) towards this node's demand
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
-    if (burst_woke_us_ == 0) last_asked_us_ = now;  // not while a burst's end waits (below)
+    note_asked(now);
     asked_since_wake_ = true;
     if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;

@@ -188,6 +188,15 @@ bool refill_accrues(Algorithm algorithm) {
   return false;
 }
 
+// An algorithm whose burst's overspend, forgiven by the idle spell that
+// fills it to its cap, the next burst repays (FairShare, "A forgiven
+// debt"): a continuous refill at the rule's rate up to its burst. Warming
+// up's stored permits and the rate they come back at are its own.
+bool carries_debt(Algorithm algorithm) {
+  return !remembers_when(algorithm) && refill_accrues(algorithm) &&
+         algorithm != Algorithm::kSmoothWarmingUp;
+}
+
 }  // namespace
 
 struct Limiter::CompiledRules {
@@ -620,6 +629,11 @@ Limiter::RuleShares& Limiter::rule_shares_of(const Pending& p) {
   return rule_shares_[p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule];
 }
 
+void Limiter::note_refused_demand(std::string_view key, TimeUs now) {
+  Ledger::KeyState* state = ledger_.state_with_share(key);
+  if (state != nullptr) state->share->note_asked(now);
+}
+
 bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                            const CheckInput& input, TimeUs now) {
   // Set afresh each time: a check may be decided twice.
@@ -702,11 +716,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // continuous refill up to a cap at the rule's rate and burst: the
     // bucket-like algorithms (FairShare, "A forgiven debt"), but warming up,
     // whose stored permits and the rate they come back at are its own.
-    in.carries_debt =
-        repays && in.refill_accrues && algorithm != Algorithm::kSmoothWarmingUp;
+    in.carries_debt = carries_debt(algorithm);
     in.rate_limit = p.params.limit;
     in.rate_period_us = p.params.period_us;
     in.capacity = p.params.burst;
+    in.admits_ahead = algorithm == Algorithm::kSmoothBursty ? input.cost : 0;
     for (const Ledger::Entry& e : state.entries) {
       if (e.origin == 0) {  // this node, in any incarnation
         in.own_consumed += e.consumed;
@@ -806,9 +820,11 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     const bool gated = shared && !options.local;
     if (p.token_bucket) {
       p.cell = table_.find(key);
+      TimeUs touched_us = now;  // a fresh bucket is full: not refused
       if (p.cell != nullptr) {
         TokenBucket& bucket = p.bucket();
-        if (now < bucket.last_refill_us()) ++stats_.clock_went_back;
+        touched_us = bucket.last_refill_us();
+        if (now < touched_us) ++stats_.clock_went_back;
         bucket.refill(p.params, now);
       } else {
         p.fresh = StateCell::of(TokenBucket::full(p.params, now));
@@ -816,7 +832,12 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
       if (p.hard_token_bucket && !reserve) {
         // The common case, without building a verdict.
         bool ok = p.bucket().allows(input.cost);
-        if (ok && gated) ok = share_admits(p, key, p.bucket().tokens(), input, now);
+        if (ok && gated) {
+          ok = share_admits(p, key, p.bucket().tokens(), input, now);
+        } else if (gated &&
+                   (touched_us >> kRefusedDemandSlotBits) != (now >> kRefusedDemandSlotBits)) {
+          note_refused_demand(key, now);  // the bucket refused: demand still
+        }
         p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
       } else {
         algorithm_scratch_[p.scratch].verdict = p.token_bucket_verdict(input.cost);
@@ -860,6 +881,11 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         // what is asked").
         p.ledger_state = ledger_.state_with_share(key);
         if (p.ledger_state != nullptr) p.ledger_state->share->enter_span(now);
+      } else if (!v.allowed && gated && carries_debt(p.algorithm())) {
+        // The algorithm refused: demand still, which a forgiven debt's
+        // burst lasts through (not counted towards density: the buckets
+        // repay what a sparse-looking node's first request overspends).
+        note_refused_demand(key, now);
       }
       const bool schedules = p.limit == nullptr || p.limit->schedules;
       // Taken now, proceeding when it would have fit: the wait is until the

@@ -425,6 +425,15 @@ class Limiter {
   // when due. On a refusal, p.share_retry_us says when the next one starts.
   bool share_admits(Pending& p, std::string_view key, std::int64_t headroom,
                     const CheckInput& input, TimeUs now);
+  // The algorithm refused a check of `key` before its fair share saw it:
+  // demand on the key still, whose end a forgiven debt needs
+  // (FairShare::note_asked; a node whose bucket refused a burst's last
+  // 100 ms took it for ended then and carried 100 ms of refill too much).
+  // A hot token bucket's refusals note it once per slot of 2^10 us (the
+  // bucket's last refill tells the slot of its last check): a lookup a
+  // millisecond at most, and the burst's end a millisecond late at most.
+  void note_refused_demand(std::string_view key, TimeUs now);
+  static constexpr int kRefusedDemandSlotBits = 10;
   ShareView share_view_;
   // What fair shares learn of each rule's keys (one more for inline
   // limits), for probing its new keys (ShareInputs::spenders, sparse_rule).

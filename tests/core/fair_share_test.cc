@@ -385,6 +385,117 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
   EXPECT_EQ(next_burst(126, kIdleUs + 150'000, 100, 50'000, 260'000).debt, 10);
 }
 
+// A forgiven debt's refills are rounded down, as one bucket admits whole
+// requests: a burst that ended at 199.99 ms refilled 19.99, of which one
+// bucket admits 19, so 120 consumed against a pool of 100 is a debt of 1
+// (rounded up it was 0, and a job on every node kept a token of each
+// burst). An algorithm that admits one request ahead of its refill (smooth
+// rate's reservation: ShareInputs::admits_ahead) owes none.
+TEST(FairShareTest, AForgivenDebtRoundsEachRefillDown) {
+  const auto debt_after = [](std::int64_t admits_ahead) {
+    FairShare share;
+    ShareInputs in{.headroom = 100,
+                   .others = 1,
+                   .has_own = true,
+                   .carries_debt = true,
+                   .rate_limit = 100,
+                   .rate_period_us = kUsPerSecond,
+                   .capacity = 100,
+                   .admits_ahead = admits_ahead};
+    in.all_consumed = 1000;  // not a key new to the cluster: no cold start
+    share.start_epoch(view_of(2), in, kStart);
+    const TimeUs woke = kStart + kUsPerSecond;
+    share.note_wake(1000, 500, woke, kHorizonUs, kStart, kStart);
+    in.from_wake = true;
+    in.epoch_end_us = woke + kHorizonUs;
+    share.start_epoch(view_of(2), in, woke);  // the balance at the wake: 100
+    share.count(woke + 199'990);
+    const TimeUs again = woke + 199'990 + 4'800'000;
+    share.note_wake(1120, 560, again, kHorizonUs, woke + 199'990, woke + 199'990);
+    in.all_consumed = 1120;
+    in.own_consumed = 560;
+    in.epoch_end_us = again + kHorizonUs;
+    share.start_epoch(view_of(2), in, again);
+    return share.debt();
+  };
+  EXPECT_EQ(debt_after(0), 1);
+  EXPECT_EQ(debt_after(1), 0);
+}
+
+// A key new to the cluster: its first burst is woken at this node's first
+// epoch, from nothing consumed, so its overshoot (126 against 100 and 20 of
+// refill) is carried into the next burst like any other's. A key others
+// spent on before this node met it (more consumed than its capacity holds)
+// is not: its first burst here is not its first.
+TEST(FairShareTest, AKeyNewToTheClusterCarriesItsFirstBurstsDebt) {
+  const auto debt_after = [](std::uint64_t consumed_before) {
+    FairShare share;
+    ShareInputs in{.headroom = 100,
+                   .others = 1,
+                   .has_own = true,
+                   .own_consumed = 0,
+                   .all_consumed = consumed_before,
+                   .carries_debt = true,
+                   .rate_limit = 100,
+                   .rate_period_us = kUsPerSecond,
+                   .capacity = 100};
+    share.start_epoch(view_of(2), in, kStart);  // the first epoch: the cold start
+    share.count(kStart + 200'000);              // this node's last request in it
+    const TimeUs again = kStart + 5 * kUsPerSecond;
+    share.note_wake(consumed_before + 126, 63, again, kHorizonUs, kStart + 200'000,
+                    kStart + 200'000);
+    in.all_consumed = consumed_before + 126;
+    in.own_consumed = 63;
+    in.epoch_end_us = again + kHorizonUs;
+    in.from_wake = true;
+    share.start_epoch(view_of(2), in, again);
+    return share.debt();
+  };
+  EXPECT_EQ(debt_after(0), 6);
+  EXPECT_EQ(debt_after(500), 0);
+}
+
+// A debt beyond the balance left comes out of the epoch's refill: shares
+// never take the balance this node sees below the debt. Carried 6, with 2
+// left and 10 refilling over the epoch, the epoch shares 6, half of it here.
+TEST(FairShareTest, ADebtBeyondTheBalanceComesOutOfTheRefill) {
+  FairShare share;
+  ShareInputs in{.headroom = 100,
+                 .others = 1,
+                 .has_own = true,
+                 .carries_debt = true,
+                 .rate_limit = 100,
+                 .rate_period_us = kUsPerSecond,
+                 .capacity = 100};
+  in.all_consumed = 1000;  // not a key new to the cluster
+  in.own_consumed = 500;   // this node weighs half
+  share.start_epoch(view_of(2), in, kStart);
+  const TimeUs woke = kStart + kUsPerSecond;
+  share.note_wake(1000, 500, woke, kHorizonUs, kStart, kStart);
+  in.from_wake = true;
+  in.epoch_end_us = woke + kHorizonUs;
+  share.start_epoch(view_of(2), in, woke);
+  share.count(woke + 200'000);
+  const TimeUs again = woke + 5 * kUsPerSecond;
+  share.note_wake(1126, 563, again, kHorizonUs, woke + 200'000, woke + 200'000);
+  in.all_consumed = 1126;
+  in.own_consumed = 563;
+  in.epoch_end_us = again + kHorizonUs;
+  share.start_epoch(view_of(2), in, again);
+  ASSERT_EQ(share.debt(), 6);
+  // Later in the burst: 2 left, 10 refilling, spendable at once.
+  in.from_wake = false;
+  in.headroom = 2;
+  in.refill = 10;
+  in.all_consumed = 1224;
+  in.own_consumed = 612;
+  const TimeUs later = again + 2 * kHorizonUs;
+  share.start_epoch(view_of(2), in, later);
+  const int admitted = spend_epoch(share, 100, later);
+  EXPECT_GE(admitted, 3);  // half of 10 - 4, and the dither (half of 10: 5 or 6)
+  EXPECT_LE(admitted, 4);
+}
+
 // A log's burst error is carried into its next burst's pool: the cluster
 // consumed `consumed` between two wakes against a pool of 100 this node
 // shared at the first; at the second this node (weighing half) shares half of
@@ -953,6 +1064,39 @@ INSTANTIATE_TEST_SUITE_P(Buckets, LimiterShareRefillTest,
                          [](const ::testing::TestParamInfo<Algorithm>& info) {
                            return std::string(algorithm_name(info.param));
                          });
+
+// A forgiven debt takes the burst's end from the requests this node was
+// asked in it, the ones the algorithm itself refused too (its view of the
+// balance spent): a node whose bucket refused the burst's last 100 ms
+// counted only its admissions, took the burst for ended early and carried
+// a debt as large as the refill of those 100 ms too (`periodic`: a few of
+// 20 nodes carried 6-7 where the others carried none).
+TEST_P(LimiterShareRefillTest, RequestsTheAlgorithmRefusesMarkTheBurstsEnd) {
+  const auto debt_carried = [&](bool asked_until_later) {
+    const std::unique_ptr<Limiter> limiter = make_shared_limiter(GetParam());
+    const std::string key = key_after_nine_peers(*limiter);
+    check_search(*limiter, kStart + 1);
+    // A burst after a quiet spell: this node asks, the peers spend 1200.
+    const TimeUs burst = kStart + 1 + kUsPerSecond;
+    check_search(*limiter, burst);
+    limiter->merge_remote(key, "peer1", 5, 1200, burst);
+    // Asked 100 ms later: the algorithm refuses (the balance is spent).
+    if (asked_until_later) {
+      EXPECT_FALSE(check_search(*limiter, burst + kHorizonUs).allowed);
+    }
+    // The next burst, after an idle spell that fills the bucket.
+    check_search(*limiter, burst + 5 * kUsPerSecond);
+    const Ledger::KeyState* state = limiter->ledger().state_with_share(key);
+    return state == nullptr ? std::int64_t{-1} : state->share->debt();
+  };
+  // 200 over the balance at the wake, less what refilled by the burst's end
+  // (and smooth bursty's request ahead: ShareInputs::admits_ahead).
+  const std::int64_t ahead = GetParam() == Algorithm::kSmoothBursty ? 1 : 0;
+  const std::int64_t ended_at_once = debt_carried(false);
+  const std::int64_t ended_later = debt_carried(true);
+  EXPECT_EQ(ended_at_once, 200 - ahead);
+  EXPECT_EQ(ended_later, 100 - ahead);  // 100 ms of refill at 1000/s
+}
 
 // Keys new at once (`coldkeys`): a per-user rule's new keys keep their first
 // request beyond a probe's share (a user asking now and then loses nothing

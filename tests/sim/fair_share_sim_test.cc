@@ -316,7 +316,11 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // +3.36% -> +0.70% / +0.56%). A job's overshoot was still forgiven by the
 // idle refill until the next job carried it as a debt ("A forgiven debt,
 // carried"): 20 nodes +1.40% / +1.40% -> +0.98% / +0.70%, 50 nodes +2.24% /
-// +2.80% -> -0.42% / +0.56%, 5 nodes +0.42% / +0.14%.
+// +2.80% -> -0.42% / +0.56%, 5 nodes +0.42% / +0.14%. Since that debt is
+// exact (its refills rounded down, the burst's end counting the requests
+// the algorithm refused, a debt beyond the balance taken from the refill,
+// the cold start's burst carried too) 20 nodes +0.42% / +0.14%, 50 nodes
+// +0.28% / +0.56%, and every bucket-like algorithm within 1% (below).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
@@ -328,7 +332,7 @@ TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
     EXPECT_EQ(keys.core.share_crowded_epochs, 0u) << what;
     EXPECT_GT(keys.core.share_crowded_bursts, 0u) << what;
     const Results periodic = run(shipped("periodic"), seed);
-    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100, 0.012);
+    expect_fair(periodic, "periodic seed " + std::to_string(seed), 100);
     EXPECT_GT(periodic.core.share_debts_carried, 0u) << "periodic seed " << seed;
     EXPECT_EQ(periodic.core.share_debts_capped, 0u) << "periodic seed " << seed;
     const Results periodic5 = run(shipped("periodic", {"cluster.nodes=5"}), seed);
@@ -351,6 +355,25 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
   expect_fair(r, "coldkeys, 50 nodes", 100 * 10.0);
 }
 
+// The periodic job at 20 nodes, every algorithm that carries a forgiven
+// debt (the bucket-like ones): within 1% of the ideal (seeds 1, 2: GCRA
+// +0.56% / +0.14%, the leaky bucket +0.14% / +0.28%, smooth bursty -0.14%
+// / +0.28%). Before that debt was exact: +1.40% / +0.56%, +1.26% / +0.56%
+// and +0.56% / +0.69%; smooth bursty, which admits a request ahead of its
+// refill (ShareInputs::admits_ahead), went to -0.83% / -0.69% at 5 nodes
+// with the refills rounded down until it owed that request none.
+TEST(FairShareSimTest, APeriodicJobHoldsTheIdealForEveryBucketLikeAlgorithm) {
+  for (const char* algorithm : {"gcra", "leaky_bucket", "smooth_bursty"}) {
+    for (const std::uint64_t seed : {1, 2}) {
+      std::vector<std::string> sets = {std::string("rule.0.algorithm=\"") + algorithm + "\""};
+      if (std::string(algorithm) == "smooth_bursty") sets.emplace_back("rule.0.max_delay=\"0s\"");
+      const Results r = run(shipped("periodic", sets), seed);
+      expect_fair(r, std::string(algorithm) + ", seed " + std::to_string(seed), 100);
+      EXPECT_GT(r.core.share_debts_carried, 0u) << algorithm << ", seed " << seed;
+    }
+  }
+}
+
 // The periodic job on 200 nodes: each node asks about 5 requests a job
 // (sparse), against a pool of about 120, so each kept its first request of
 // each epoch beyond its share until an epoch that sees as many origins as
@@ -361,15 +384,16 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
 // over an epoch (seed 1 +4.48%; docs/cluster.md, "A refill accrues");
 // -0.42..+2.94% (seed 1 +2.94%) since each job's overshoot, which the
 // idle refill forgave, is carried into the next as a debt ("A forgiven
-// debt, carried"). The run is still beyond the issue's 1% at some seeds
-// (docs/accuracy.md, guarantee 3), so it is bounded here at what it does,
-// the windows at the issue's bounds.
+// debt, carried"); -1.12..+1.12% (seed 1 +1.12%) since that debt is
+// exact. The run is still beyond the issue's 1% at some seeds (docs/
+// accuracy.md, guarantee 3), so it is bounded here at what it does, the
+// windows at the issue's bounds.
 TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   const Results r = run(shipped("periodic", {"cluster.nodes=200"}), 1);
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
   EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * r.limit_per_window());
-  EXPECT_LE(std::abs(r.error_ratio()), 0.035);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
 }
