@@ -87,6 +87,38 @@ void BM_TokenBucketHotKeyReplicated(benchmark::State& state) {
 }
 BENCHMARK(BM_TokenBucketHotKeyReplicated)->Arg(0)->Arg(1);
 
+// A replicated hot key its algorithm refuses (1000/s offered a check every
+// microsecond: all but one in a thousand refused), fair shares off and on
+// (arg 1), token bucket and GCRA (arg 0 = Algorithm). With shares on, a
+// refusal is demand that marks a burst's end for a forgiven debt
+// (Limiter::note_refused_demand): a ledger lookup per refusal for GCRA, one
+// per 1.024 ms slot for a hot token bucket.
+void BM_ReplicatedHotKeyRefused(benchmark::State& state) {
+  RuleSet rules = per_user_rules();
+  rules.rules[0].algorithm = static_cast<Algorithm>(state.range(0));
+  rules.rules[0].params = {1000, kUsPerSecond, 1000};
+  Limiter limiter({.replicated = true, .fair_share = state.range(1) != 0}, std::move(rules));
+  limiter.enable_replication("self", 1, 0);
+  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000});
+  const Descriptor descriptors[] = {{"user", "alice"}};
+  CheckOutput out;
+  TimeUs now = 1000 * kUsPerSecond;
+  std::uint64_t denied = 0;
+  for (auto _ : state) {
+    limiter.check({descriptors, 1, nullptr}, ++now, out);
+    denied += out.allowed ? 0 : 1;
+    benchmark::DoNotOptimize(out.allowed);
+  }
+  state.SetLabel(algorithm_name(static_cast<Algorithm>(state.range(0))));
+  state.SetItemsProcessed(state.iterations());
+  state.counters["refused"] = static_cast<double>(denied) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_ReplicatedHotKeyRefused)
+    ->Args({static_cast<int>(Algorithm::kTokenBucket), 0})
+    ->Args({static_cast<int>(Algorithm::kTokenBucket), 1})
+    ->Args({static_cast<int>(Algorithm::kGcra), 0})
+    ->Args({static_cast<int>(Algorithm::kGcra), 1});
+
 // FairShare::ask at the margin of a share, where the credit left is short
 // and what has accrued of the epoch's refill decides (arg 1: the refill
 // accrues, as the bucket-like algorithms' and the sliding window's do,

@@ -629,7 +629,14 @@ Limiter::RuleShares& Limiter::rule_shares_of(const Pending& p) {
   return rule_shares_[p.rule == kNoRule ? rule_shares_.size() - 1 : p.rule];
 }
 
-void Limiter::note_refused_demand(std::string_view key, TimeUs now) {
+void Limiter::note_refused_demand(const Pending& p, std::string_view key, TimeUs now) {
+  if (p.cell != nullptr) {
+    RefusalNoted& noted =
+        refusal_noted_[(reinterpret_cast<std::uintptr_t>(p.cell) >> 6) % refusal_noted_.size()];
+    const TimeUs slot = now >> kRefusedDemandSlotBits;
+    if (noted.cell == p.cell && noted.slot == slot) return;
+    noted = {p.cell, slot};
+  }
   Ledger::KeyState* state = ledger_.state_with_share(key);
   if (state != nullptr) state->share->note_asked(now);
 }
@@ -820,11 +827,9 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
     const bool gated = shared && !options.local;
     if (p.token_bucket) {
       p.cell = table_.find(key);
-      TimeUs touched_us = now;  // a fresh bucket is full: not refused
       if (p.cell != nullptr) {
         TokenBucket& bucket = p.bucket();
-        touched_us = bucket.last_refill_us();
-        if (now < touched_us) ++stats_.clock_went_back;
+        if (now < bucket.last_refill_us()) ++stats_.clock_went_back;
         bucket.refill(p.params, now);
       } else {
         p.fresh = StateCell::of(TokenBucket::full(p.params, now));
@@ -834,9 +839,8 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         bool ok = p.bucket().allows(input.cost);
         if (ok && gated) {
           ok = share_admits(p, key, p.bucket().tokens(), input, now);
-        } else if (gated &&
-                   (touched_us >> kRefusedDemandSlotBits) != (now >> kRefusedDemandSlotBits)) {
-          note_refused_demand(key, now);  // the bucket refused: demand still
+        } else if (gated) {
+          note_refused_demand(p, key, now);  // the bucket refused: demand still
         }
         p.decision = {.allowed = ok, .charge = ok, .over_limit = false, .delay_us = 0};
       } else {
@@ -885,7 +889,7 @@ Limiter::Tally Limiter::decide(const CheckInput& input, TimeUs now) {
         // The algorithm refused: demand still, which a forgiven debt's
         // burst lasts through (not counted towards density: the buckets
         // repay what a sparse-looking node's first request overspends).
-        note_refused_demand(key, now);
+        note_refused_demand(p, key, now);
       }
       const bool schedules = p.limit == nullptr || p.limit->schedules;
       // Taken now, proceeding when it would have fit: the wait is until the
