@@ -377,7 +377,7 @@ class FairShare {
   // The debt the last burst ran up and its idle spell forgave (A forgiven
   // debt), at the first epoch after the wake, with the burst's end noted;
   // `spent_since_wake`: what every node consumed since the wake.
-  std::int64_t forgiven_debt(const ShareInputs& in, __int128 spent_since_wake, TimeUs now) const;
+  std::int64_t forgiven_debt(const ShareInputs& in, __int128 spent_since_wake) const;
 
   // What has accrued of the epoch's refill by `now` (refill_accrues).
   __int128 accrued(TimeUs now) const;

@@ -375,6 +375,11 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
   // the debt in the bucket, which repays it: nothing forgiven, nothing
   // carried.
   EXPECT_EQ(next_burst(126, 800'000, -6 + 80).debt, 0);
+  // A burst that left the fraction of a token its refill made (109 of
+  // 100 + 9.86) and an idle spell whose refill (99.14) filled the bucket
+  // with it: nothing overspent, nothing carried (the burst's and the idle
+  // spell's refills rounded down apart made a debt of 1 of it).
+  EXPECT_EQ(next_burst(109, 991'400, 100, 98'600).debt, 0);
   // A partition's debt: at most a quarter of the capacity.
   const Next partition = next_burst(400, kIdleUs, 100);
   EXPECT_EQ(partition.debt, 25);
