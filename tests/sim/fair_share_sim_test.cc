@@ -320,7 +320,8 @@ TEST(FairShareSimTest, AKeyOneNodeUsesKeepsItsBurst) {
 // exact (its refills rounded down, the burst's end counting the requests
 // the algorithm refused, a debt beyond the balance taken from the refill,
 // the cold start's burst carried too) 20 nodes +0.42% / +0.14%, 50 nodes
-// +0.28% / +0.56%, and every bucket-like algorithm within 1% (below).
+// +0.42% / +0.42%, 5 nodes +0.14% / +0.14%, and every bucket-like
+// algorithm within 1% (below).
 TEST(FairShareSimTest, ManyKeysStartingAtOnceAndAPeriodicSchedule) {
   for (const std::uint64_t seed : {1, 2}) {
     const Results keys = run(shipped("coldkeys"), seed);
@@ -384,7 +385,7 @@ TEST(FairShareSimTest, APeriodicJobHoldsTheIdealForEveryBucketLikeAlgorithm) {
 // over an epoch (seed 1 +4.48%; docs/cluster.md, "A refill accrues");
 // -0.42..+2.94% (seed 1 +2.94%) since each job's overshoot, which the
 // idle refill forgave, is carried into the next as a debt ("A forgiven
-// debt, carried"); -1.12..+1.12% (seed 1 +1.12%) since that debt is
+// debt, carried"); -1.26..+1.12% (seed 1 +1.12%) since that debt is
 // exact. The run is still beyond the issue's 1% at some seeds (docs/
 // accuracy.md, guarantee 3), so it is bounded here at what it does, the
 // windows at the issue's bounds.
