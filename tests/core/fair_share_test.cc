@@ -310,6 +310,62 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
   EXPECT_NEAR(late(true, 100).admitted, 723 - 100, 1);
 }
 
+// A key of capacity 100 refilling 100/s whose forgiven debts are carried,
+// on two nodes, this one weighing half of `consumed_before` (0: a key new
+// to the cluster).
+ShareInputs debt_inputs(std::uint64_t consumed_before, std::int64_t admits_ahead = 0) {
+  return ShareInputs{.headroom = 100,
+                     .others = 1,
+                     .has_own = true,
+                     .own_consumed = consumed_before / 2,
+                     .all_consumed = consumed_before,
+                     .carries_debt = true,
+                     .rate_limit = 100,
+                     .rate_period_us = kUsPerSecond,
+                     .capacity = 100,
+                     .admits_ahead = admits_ahead};
+}
+
+// A burst on such a key: it woke at kStart + 1 s with its bucket full
+// (every node had consumed `consumed_before` by then), and this node asked
+// until `asked_until_us` after the wake.
+struct DebtBurst {
+  FairShare share;
+  ShareInputs in;
+  std::uint64_t before;
+  TimeUs woke = kStart + kUsPerSecond;
+  TimeUs asked_until_us;
+
+  DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t admits_ahead = 0)
+      : in(debt_inputs(consumed_before, admits_ahead)),
+        before(consumed_before),
+        asked_until_us(asked_until) {
+    share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
+    share.count(kStart);
+    share.note_wake(before, before / 2, woke, kHorizonUs, kStart, kStart);
+    in.from_wake = true;
+    in.epoch_end_us = woke + kHorizonUs;
+    share.start_epoch(view_of(2), in, woke);  // notes the balance at the wake: 100
+    share.count(woke + asked_until_us);       // this node's last request in the burst
+  }
+  // The next wake at `again`: every node consumed `consumed` in the burst,
+  // the newest news of it `heard_until_us` after its wake (0: when this node
+  // last asked); this node's first epoch comes `late_us` after the wake with
+  // `headroom` left and `consumed_since` consumed since.
+  FairShare::EpochStart next_wake(std::uint64_t consumed, TimeUs again, std::int64_t headroom,
+                                  TimeUs heard_until_us = 0, TimeUs late_us = 0,
+                                  std::uint64_t consumed_since = 0) {
+    const TimeUs asked_until = woke + asked_until_us;
+    share.note_wake(before + consumed, (before + consumed) / 2, again, kHorizonUs, asked_until,
+                    heard_until_us > 0 ? woke + heard_until_us : asked_until);
+    in.headroom = headroom;
+    in.own_consumed = (before + consumed) / 2;
+    in.all_consumed = before + consumed + consumed_since;
+    in.epoch_end_us = again + kHorizonUs;
+    return share.start_epoch(view_of(2), in, again + late_us);
+  }
+};
+
 // A forgiven debt is carried (the bucket-like algorithms): a burst that
 // ended in debt left it to the idle spell, whose refill filled the bucket to
 // its cap all the same. Two nodes (this one weighs half), a capacity of 100
@@ -327,31 +383,11 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
   const auto next_burst = [](std::uint64_t consumed, TimeUs idle_us, std::int64_t headroom,
                              TimeUs asked_until_us = 200'000, TimeUs heard_until_us = 0,
                              TimeUs late_us = 0, std::uint64_t consumed_since = 0) {
-    FairShare share;
-    ShareInputs in{.headroom = 100,
-                   .others = 1,
-                   .has_own = true,
-                   .carries_debt = true,
-                   .rate_limit = 100,
-                   .rate_period_us = kUsPerSecond,
-                   .capacity = 100};
-    share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
-    share.count(kStart);
-    const TimeUs woke = kStart + kUsPerSecond;
-    share.note_wake(0, 0, woke, kHorizonUs, kStart, kStart);
-    in.from_wake = true;
-    in.epoch_end_us = woke + kHorizonUs;
-    share.start_epoch(view_of(2), in, woke);  // notes the balance at the wake: 100
-    share.count(woke + asked_until_us);       // this node's last request in the burst
-    const TimeUs again = woke + asked_until_us + idle_us;
-    share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + asked_until_us,
-                    heard_until_us > 0 ? woke + heard_until_us : woke + asked_until_us);
-    in.headroom = headroom;
-    in.own_consumed = consumed / 2;
-    in.all_consumed = consumed + consumed_since;
-    in.epoch_end_us = again + kHorizonUs;
-    const FairShare::EpochStart found = share.start_epoch(view_of(2), in, again + late_us);
-    return Next{share.debt(), spend_epoch(share, 1000, again + late_us), found};
+    DebtBurst burst(asked_until_us, 0);
+    const TimeUs again = burst.woke + asked_until_us + idle_us;
+    const FairShare::EpochStart found =
+        burst.next_wake(consumed, again, headroom, heard_until_us, late_us, consumed_since);
+    return Next{burst.share.debt(), spend_epoch(burst.share, 1000, again + late_us), found};
   };
   constexpr TimeUs kIdleUs = 4'800'000;
   // 6 over one bucket's 120: carried; the next burst's 100 less 6, halved
@@ -398,30 +434,9 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
 // rate's reservation: ShareInputs::admits_ahead) owes none.
 TEST(FairShareTest, AForgivenDebtRoundsEachRefillDown) {
   const auto debt_after = [](std::int64_t admits_ahead) {
-    FairShare share;
-    ShareInputs in{.headroom = 100,
-                   .others = 1,
-                   .has_own = true,
-                   .carries_debt = true,
-                   .rate_limit = 100,
-                   .rate_period_us = kUsPerSecond,
-                   .capacity = 100,
-                   .admits_ahead = admits_ahead};
-    in.all_consumed = 1000;  // not a key new to the cluster: no cold start
-    share.start_epoch(view_of(2), in, kStart);
-    const TimeUs woke = kStart + kUsPerSecond;
-    share.note_wake(1000, 500, woke, kHorizonUs, kStart, kStart);
-    in.from_wake = true;
-    in.epoch_end_us = woke + kHorizonUs;
-    share.start_epoch(view_of(2), in, woke);  // the balance at the wake: 100
-    share.count(woke + 199'990);
-    const TimeUs again = woke + 199'990 + 4'800'000;
-    share.note_wake(1120, 560, again, kHorizonUs, woke + 199'990, woke + 199'990);
-    in.all_consumed = 1120;
-    in.own_consumed = 560;
-    in.epoch_end_us = again + kHorizonUs;
-    share.start_epoch(view_of(2), in, again);
-    return share.debt();
+    DebtBurst burst(199'990, 1000, admits_ahead);  // not a key new to the cluster
+    burst.next_wake(120, burst.woke + 199'990 + 4'800'000, 100);
+    return burst.share.debt();
   };
   EXPECT_EQ(debt_after(0), 1);
   EXPECT_EQ(debt_after(1), 0);
@@ -435,15 +450,8 @@ TEST(FairShareTest, AForgivenDebtRoundsEachRefillDown) {
 TEST(FairShareTest, AKeyNewToTheClusterCarriesItsFirstBurstsDebt) {
   const auto debt_after = [](std::uint64_t consumed_before) {
     FairShare share;
-    ShareInputs in{.headroom = 100,
-                   .others = 1,
-                   .has_own = true,
-                   .own_consumed = 0,
-                   .all_consumed = consumed_before,
-                   .carries_debt = true,
-                   .rate_limit = 100,
-                   .rate_period_us = kUsPerSecond,
-                   .capacity = 100};
+    ShareInputs in = debt_inputs(consumed_before);
+    in.own_consumed = 0;
     share.start_epoch(view_of(2), in, kStart);  // the first epoch: the cold start
     share.count(kStart + 200'000);              // this node's last request in it
     const TimeUs again = kStart + 5 * kUsPerSecond;
@@ -464,29 +472,11 @@ TEST(FairShareTest, AKeyNewToTheClusterCarriesItsFirstBurstsDebt) {
 // never take the balance this node sees below the debt. Carried 6, with 2
 // left and 10 refilling over the epoch, the epoch shares 6, half of it here.
 TEST(FairShareTest, ADebtBeyondTheBalanceComesOutOfTheRefill) {
-  FairShare share;
-  ShareInputs in{.headroom = 100,
-                 .others = 1,
-                 .has_own = true,
-                 .carries_debt = true,
-                 .rate_limit = 100,
-                 .rate_period_us = kUsPerSecond,
-                 .capacity = 100};
-  in.all_consumed = 1000;  // not a key new to the cluster
-  in.own_consumed = 500;   // this node weighs half
-  share.start_epoch(view_of(2), in, kStart);
-  const TimeUs woke = kStart + kUsPerSecond;
-  share.note_wake(1000, 500, woke, kHorizonUs, kStart, kStart);
-  in.from_wake = true;
-  in.epoch_end_us = woke + kHorizonUs;
-  share.start_epoch(view_of(2), in, woke);
-  share.count(woke + 200'000);
-  const TimeUs again = woke + 5 * kUsPerSecond;
-  share.note_wake(1126, 563, again, kHorizonUs, woke + 200'000, woke + 200'000);
-  in.all_consumed = 1126;
-  in.own_consumed = 563;
-  in.epoch_end_us = again + kHorizonUs;
-  share.start_epoch(view_of(2), in, again);
+  DebtBurst burst(200'000, 1000);  // not a key new to the cluster
+  const TimeUs again = burst.woke + 5 * kUsPerSecond;
+  burst.next_wake(126, again, 100);
+  FairShare& share = burst.share;
+  ShareInputs& in = burst.in;
   ASSERT_EQ(share.debt(), 6);
   // Later in the burst: 2 left, 10 refilling, spendable at once.
   in.from_wake = false;
