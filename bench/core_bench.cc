@@ -76,13 +76,18 @@ void BM_TokenBucketHotKey(benchmark::State& state) {
 }
 BENCHMARK(BM_TokenBucketHotKey);
 
+// A replicated limiter made a node of a 5-node cluster.
+void join_five_nodes(Limiter& limiter) {
+  limiter.enable_replication("self", 1, 0);
+  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000});
+}
+
 // The hot key on a cluster node (counters kept for peers), without and with
 // fair shares (arg 0/1): the key is this node's alone, so the share never
 // refuses; what is measured is the gate itself on the request path.
 void BM_TokenBucketHotKeyReplicated(benchmark::State& state) {
   Limiter limiter({.replicated = true, .fair_share = state.range(0) != 0}, per_user_rules());
-  limiter.enable_replication("self", 1, 0);
-  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000});
+  join_five_nodes(limiter);
   check_hot_key(state, limiter);
 }
 BENCHMARK(BM_TokenBucketHotKeyReplicated)->Arg(0)->Arg(1);
@@ -91,27 +96,19 @@ BENCHMARK(BM_TokenBucketHotKeyReplicated)->Arg(0)->Arg(1);
 // microsecond: all but one in a thousand refused), fair shares off and on
 // (arg 1), token bucket and GCRA (arg 0 = Algorithm). With shares on, a
 // refusal is demand that marks a burst's end for a forgiven debt
-// (Limiter::note_refused_demand): a ledger lookup per refusal for GCRA, one
-// per 1.024 ms slot for a hot token bucket.
+// (Limiter::note_refused_demand): a ledger lookup once a 1.024 ms slot per
+// key, whatever the algorithm.
 void BM_ReplicatedHotKeyRefused(benchmark::State& state) {
+  const auto algorithm = static_cast<Algorithm>(state.range(0));
   RuleSet rules = per_user_rules();
-  rules.rules[0].algorithm = static_cast<Algorithm>(state.range(0));
+  rules.rules[0].algorithm = algorithm;
   rules.rules[0].params = {1000, kUsPerSecond, 1000};
   Limiter limiter({.replicated = true, .fair_share = state.range(1) != 0}, std::move(rules));
-  limiter.enable_replication("self", 1, 0);
-  limiter.set_share_view({.live_nodes = 5, .horizon_us = 80'000});
-  const Descriptor descriptors[] = {{"user", "alice"}};
-  CheckOutput out;
-  TimeUs now = 1000 * kUsPerSecond;
-  std::uint64_t denied = 0;
-  for (auto _ : state) {
-    limiter.check({descriptors, 1, nullptr}, ++now, out);
-    denied += out.allowed ? 0 : 1;
-    benchmark::DoNotOptimize(out.allowed);
-  }
-  state.SetLabel(algorithm_name(static_cast<Algorithm>(state.range(0))));
-  state.SetItemsProcessed(state.iterations());
-  state.counters["refused"] = static_cast<double>(denied) / static_cast<double>(state.iterations());
+  join_five_nodes(limiter);
+  check_hot_key(state, limiter);
+  state.SetLabel(algorithm_name(algorithm));
+  state.counters["refused"] =
+      static_cast<double>(limiter.stats().denied) / static_cast<double>(limiter.stats().checks);
 }
 BENCHMARK(BM_ReplicatedHotKeyRefused)
     ->Args({static_cast<int>(Algorithm::kTokenBucket), 0})

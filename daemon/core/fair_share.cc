@@ -274,7 +274,8 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   }
   // A key new to the cluster (all that was ever consumed of it and what is
   // left fit its capacity and an epoch's refill): its first burst is one
-  // too, woken at this node's first epoch, from nothing consumed. Its
+  // too, woken at this node's first epoch, from nothing consumed (no wake
+  // was noted, so the sums at the wake are still 0). Its
   // overshoot is the largest of a job's (a probe's, then the first news
   // arriving): not carried, `periodic` ended +0.00..+0.84% over the ideal
   // at 20 nodes (seeds 1-4) where it now ends -0.14..+0.42% (docs/
@@ -283,8 +284,6 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
       i128{in.headroom} + in.all_consumed <=
           i128{in.capacity} + std::max<std::int64_t>(0, in.refill)) {
     woke_us_ = now;
-    all_at_wake_ = 0;
-    own_at_wake_ = 0;
   }
   if (woke_us_ == 0 || now >= woke_us_ + view.horizon_us) return;
   // What every node consumed since the wake, as this node heard of it.

@@ -59,12 +59,13 @@
 // (the bucket-like ones) repays it only while demand lasts; a burst that
 // ends in debt leaves it to the idle spell, whose refill fills the bucket to
 // its cap all the same, and one bucket would have admitted that much less.
-// So at the next wake, the refill the key's cap held back less than one
-// bucket's cap would have (had the burst spent the bucket down to zero by
-// its end: this node's last request in it, or the newest news of it less a
-// horizon, if later) is carried: this node shares out its balance less
-// that debt until the next wake (ShareInputs::carries_debt; docs/cluster.md,
-// "Fair shares": "A forgiven debt, carried").
+// So at the next wake, what the burst consumed beyond what one bucket would
+// have admitted (the balance at its wake and its refill, in whole requests,
+// until its end: the last request this node was asked in it, or the newest
+// news of it less a horizon, if later) is carried: this node shares out its
+// balance less that debt until the next wake (ShareInputs::carries_debt;
+// docs/cluster.md, "Fair shares": "A forgiven debt, carried"). A key new to
+// the cluster carries its first burst's alike.
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit

@@ -719,10 +719,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
     }
     in.refill_accrues = refill_accrues(algorithm);
-    // A forgiven debt is carried where an overspend is a debt repaid by a
-    // continuous refill up to a cap at the rule's rate and burst: the
-    // bucket-like algorithms (FairShare, "A forgiven debt"), but warming up,
-    // whose stored permits and the rate they come back at are its own.
     in.carries_debt = carries_debt(algorithm);
     in.rate_limit = p.params.limit;
     in.rate_period_us = p.params.period_us;

@@ -1067,7 +1067,7 @@ INSTANTIATE_TEST_SUITE_P(Buckets, LimiterShareRefillTest,
 // a debt as large as the refill of those 100 ms too (`periodic`: a few of
 // 20 nodes carried 6-7 where the others carried none).
 TEST_P(LimiterShareRefillTest, RequestsTheAlgorithmRefusesMarkTheBurstsEnd) {
-  const auto debt_carried = [&](bool asked_until_later) {
+  const auto debt_carried = [&](std::vector<TimeUs> refused_after_us) {
     const std::unique_ptr<Limiter> limiter = make_shared_limiter(GetParam());
     const std::string key = key_after_nine_peers(*limiter);
     check_search(*limiter, kStart + 1);
@@ -1075,9 +1075,9 @@ TEST_P(LimiterShareRefillTest, RequestsTheAlgorithmRefusesMarkTheBurstsEnd) {
     const TimeUs burst = kStart + 1 + kUsPerSecond;
     check_search(*limiter, burst);
     limiter->merge_remote(key, "peer1", 5, 1200, burst);
-    // Asked 100 ms later: the algorithm refuses (the balance is spent).
-    if (asked_until_later) {
-      EXPECT_FALSE(check_search(*limiter, burst + kHorizonUs).allowed);
+    // Asked later: the algorithm refuses (the balance is spent).
+    for (const TimeUs after_us : refused_after_us) {
+      EXPECT_FALSE(check_search(*limiter, burst + after_us).allowed);
     }
     // The next burst, after an idle spell that fills the bucket.
     check_search(*limiter, burst + 5 * kUsPerSecond);
@@ -1087,10 +1087,11 @@ TEST_P(LimiterShareRefillTest, RequestsTheAlgorithmRefusesMarkTheBurstsEnd) {
   // 200 over the balance at the wake, less what refilled by the burst's end
   // (and smooth bursty's request ahead: ShareInputs::admits_ahead).
   const std::int64_t ahead = GetParam() == Algorithm::kSmoothBursty ? 1 : 0;
-  const std::int64_t ended_at_once = debt_carried(false);
-  const std::int64_t ended_later = debt_carried(true);
-  EXPECT_EQ(ended_at_once, 200 - ahead);
-  EXPECT_EQ(ended_later, 100 - ahead);  // 100 ms of refill at 1000/s
+  EXPECT_EQ(debt_carried({}), 200 - ahead);
+  EXPECT_EQ(debt_carried({kHorizonUs}), 100 - ahead);  // 100 ms of refill at 1000/s
+  // A refusal in a later slot than the last one noted is noted too
+  // (Limiter::kRefusedDemandSlotBits): the burst ended at 100 ms, not 50.
+  EXPECT_EQ(debt_carried({kHorizonUs / 2, kHorizonUs}), 100 - ahead);
 }
 
 // Keys new at once (`coldkeys`): a per-user rule's new keys keep their first
