@@ -109,6 +109,10 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
             " / " + std::to_string(c.share_debts_capped),
         "(a burst's debt the idle spell forgave, carried into the next)");
   }
+  if (c.share_passes_thinned > 0) {
+    row(out, "fair shares: first requests thinned", std::to_string(c.share_passes_thinned),
+        "(epochs whose first request beyond the share a draw did not keep: a crowd)");
+  }
   if (c.history_forgiven > 0) {
     row(out, "history forgiven (tokens)", std::to_string(c.history_forgiven),
         "from before a node started, beyond a key's burst");
@@ -415,6 +419,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
       << ", \"share_debts_capped\": " << c.share_debts_capped
+      << ", \"share_passes_thinned\": " << c.share_passes_thinned
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full
       << ", \"clock_went_back\": " << c.clock_went_back

@@ -691,9 +691,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       in.carry_burst_error = wake_end > 0;
     }
     in.from_wake = wake_end > 0;
-    // A crowd of origins makes demand dense, but on a sliding window: there
-    // it cost the run more than it gained in windows (200 nodes, bursts
-    // every 300 ms: -1.18% -> -1.98%; docs/cluster.md, "Crowded origins").
+    // A crowd of origins makes demand dense, and a crowd's first requests
+    // are thinned, but on a sliding window: there they cost the run more
+    // than they gained in windows (200 nodes, bursts every 300 ms: -1.18%
+    // -> -1.98%, docs/cluster.md, "Crowded origins"; +0.23% -> -1.14%, "A
+    // crowd's first requests, thinned").
     in.crowd_makes_dense = algorithm != Algorithm::kSlidingWindow;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
     if (p.token_bucket) {
@@ -736,9 +738,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // origins no longer look recent beside its news (a job on 200 nodes
     // every 5 s, `periodic`: +6.30% without, +4.48% with, +4.76% counting
     // every origin with an entry).
+    const TimeUs last_burst_before_us =
+        share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0;
     in.recent_others =
-        Ledger::recent_others(state, FairShare::kCrowdedWithinUs,
-                              share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0);
+        Ledger::recent_others(state, FairShare::kCrowdedWithinUs, last_burst_before_us);
+    in.burst_others = Ledger::recent_others(
+        state, FairShare::kBurstHorizons * share_view_.horizon_us, last_burst_before_us);
     in.has_own = state.own >= 0;
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).
@@ -775,6 +780,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       stats_.share_debt_carried_units += static_cast<std::uint64_t>(share.debt());
     }
     if (found.debt_capped) ++stats_.share_debts_capped;
+    if (found.pass_thinned) ++stats_.share_passes_thinned;
     if (learn) {
       const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);

@@ -206,6 +206,9 @@ struct LimiterStats {
   std::uint64_t share_debts_carried = 0;
   std::uint64_t share_debt_carried_units = 0;
   std::uint64_t share_debts_capped = 0;
+  // Epochs whose first request beyond the share a draw did not keep: a
+  // crowd's first requests, thinned (FairShare::start_epoch).
+  std::uint64_t share_passes_thinned = 0;
 };
 
 // How one rule's verdicts went, for metrics (Limiter::rule_counters). A check

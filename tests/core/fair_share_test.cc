@@ -692,6 +692,53 @@ TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
             std::pair(FairShare::Answer::kSparse, false));
 }
 
+// A crowd's first requests, thinned: from kCrowdedNodes live nodes, where at
+// least kDenseRequests origins spent on the key in one burst (within
+// kBurstHorizons horizons of each other), the first request of an epoch is
+// kept beyond the share only by a draw, with the pool over the spenders
+// (every origin with an entry, or the recent ones if more) as the
+// probability. Over many nodes' epochs about that fraction keep it; fewer
+// live nodes, fewer origins in one burst (however many spent within a
+// second: users asking now and then), a pool that holds a request for each
+// spender, or an algorithm the Limiter exempts (the sliding window) keep it
+// always.
+TEST(FairShareTest, ACrowdsFirstRequestsBeyondTheirSharesAreKeptByADraw) {
+  const auto kept = [](std::uint32_t live, std::uint32_t origins, std::uint32_t recent,
+                       std::uint32_t in_burst, std::int64_t pool, bool crowd_makes_dense = true) {
+    int kept = 0;
+    std::uint64_t thinned = 0;
+    for (std::uint64_t node = 1; node <= 1000; ++node) {
+      FairShare share;
+      const ShareInputs in{.headroom = pool,
+                           .refill = 0,
+                           .others = origins - 1,
+                           .recent_others = recent - 1,
+                           .burst_others = in_burst - 1,
+                           .has_own = true,
+                           .dither_seed = node * 0x9e3779b97f4a7c15ULL,
+                           .crowd_makes_dense = crowd_makes_dense};
+      thinned += share.start_epoch(view_of(live), in, kStart).pass_thinned ? 1 : 0;
+      // Asked beyond a share below one request: kept only as a first request.
+      const FairShare::Answer answer = share.ask(pool + 1, kStart);
+      EXPECT_NE(answer, FairShare::Answer::kCredit);
+      kept += answer == FairShare::Answer::kSparse ? 1 : 0;
+    }
+    EXPECT_EQ(thinned, static_cast<std::uint64_t>(1000 - kept));
+    return kept;
+  };
+  constexpr std::uint32_t kFew = FairShare::kDenseRequests - 1;
+  // 40 origins against a pool of 10: a quarter (250 of 1000; 3 standard
+  // deviations are 41).
+  EXPECT_NEAR(kept(200, 40, 20, 20, 10), 250, 45);
+  // 20 recent origins, more than the 12 with an entry: half.
+  EXPECT_NEAR(kept(200, 12, 20, 20, 10), 500, 50);
+  EXPECT_EQ(kept(200, 40, 20, 20, 40), 1000);  // a request for each
+  EXPECT_EQ(kept(200, 40, 20, kFew, 10), 1000);
+  EXPECT_EQ(kept(FairShare::kCrowdedNodes - 1, 40, 20, 20, 10), 1000);
+  EXPECT_EQ(kept(FairShare::kCrowdedNodes, 40, 20, 20, 0), 0);
+  EXPECT_EQ(kept(200, 40, 20, 20, 10, /*crowd_makes_dense=*/false), 1000);  // a sliding window
+}
+
 // Requests after an epoch's end (the algorithm refused them, so no epoch
 // started) count towards density per span of the epoch's length: as many in
 // one such span make demand dense, one per span over a long refusal do not.
@@ -1124,10 +1171,12 @@ TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
     limiter.check(input, now, out);
     return out;
   };
-  // A key nine peers spend on, first met here at `now`: admitted?
-  const auto first_after_nine_peers = [&](Limiter& limiter, int user, TimeUs now) {
+  // A key `peers` peers spend on, first met here at `now`: admitted?
+  const auto first_after_peers = [&](Limiter& limiter, int user, TimeUs now, int peers) {
     const std::string key(check_user(limiter, user, now, CheckMode::kPeek).rules.at(0).key);
-    for (int i = 1; i <= 9; ++i) limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, now);
+    for (int i = 1; i <= peers; ++i) {
+      limiter.merge_remote(key, "peer" + std::to_string(i), 5, 1, now);
+    }
     return check_user(limiter, user, now).allowed;
   };
   // One new key a horizon: each probe keeps its first request.
@@ -1136,7 +1185,10 @@ TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
     EXPECT_TRUE(check_user(*slow, user, kStart + user * kHorizonUs).allowed) << user;
   }
   EXPECT_EQ(slow->stats().share_probes, 20u);
-  EXPECT_TRUE(first_after_nine_peers(*slow, 300, kStart + 20 * kHorizonUs));
+  // Fewer than kDenseRequests origins in one burst (a crowd's first
+  // requests are thinned: ACrowdsFirstRequestsBeyondTheirSharesAreKeptByADraw).
+  constexpr int kFewPeers = static_cast<int>(FairShare::kDenseRequests) - 2;
+  EXPECT_TRUE(first_after_peers(*slow, 300, kStart + 20 * kHorizonUs, kFewPeers));
   EXPECT_EQ(slow->stats().share_crowded_starts, 0u);
   // Many at once: the first kDenseRequests pass as sparse users' would;
   // of the next 100, only those whose dither lifts a share of 10/200 of a
@@ -1151,8 +1203,8 @@ TEST(LimiterShareNewKeysTest, ManyKeysNewAtOnceMakeAPerUserRulesProbesStrict) {
   for (int user = 100; user < 200; ++user) admitted += check_user(*crowd, user, kStart + 2).allowed;
   EXPECT_LE(admitted, 15);
   EXPECT_GT(crowd->stats().share_refused, 85u);
-  // A key nine peers already spend on, first met here: strict too.
-  EXPECT_FALSE(first_after_nine_peers(*crowd, 300, kStart + 3));
+  // A key a few peers already spend on, first met here: strict too.
+  EXPECT_FALSE(first_after_peers(*crowd, 300, kStart + 3, kFewPeers));
   EXPECT_EQ(crowd->stats().share_crowded_starts, 1u);
   // Their keys are made crowded (200 live nodes, pools of 10): counted.
   EXPECT_GT(crowd->stats().share_keys_crowded, 90u);

@@ -356,6 +356,22 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareTheirBurstsRefill) {
   expect_fair(r, "coldkeys, 50 nodes", 100 * 10.0);
 }
 
+// 200 nodes on `coldkeys` (a node asks a key about once in ten bursts): the
+// first requests the nodes keep beyond their thin shares are most of what
+// is admitted. Every node that asked kept one, and the second burst admitted
+// 2.44 x the limit, then 0.29 x while the debt was repaid. With a crowd's
+// first requests thinned (kept by a draw, the pool over the spenders), seed
+// 1 over 8 s: 1.66 x at most, 0.51 x at least; the 1.5 x is not
+// held here (docs/cluster.md, "A crowd's first requests, thinned").
+TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
+  const Results r = run(shipped("coldkeys", {"cluster.nodes=200", "duration=\"8s\""}), 1);
+  const double limit = r.limit_per_window();
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100 * 10.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.75 * limit);
+  EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * limit);
+  EXPECT_GT(r.core.share_passes_thinned, 0u);
+}
+
 // The periodic job at 20 nodes, every algorithm that carries a forgiven
 // debt (the bucket-like ones): within 1% of the ideal (seeds 1, 2: GCRA
 // +0.56% / +0.14%, the leaky bucket +0.14% / +0.28%, smooth bursty -0.14%
