@@ -388,8 +388,8 @@ FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   // lost statistical multiplexing (a refusal here while another node's
   // share goes unused). Such a node keeps one request per epoch; a node
   // that saw dense demand on the key, or whose epoch is strict (a probe of a
-  // rule whose demand is not sparse, or a key first met here among many new
-  // at once), does not.
+  // rule whose demand is not sparse, a key first met here among many new at
+  // once, or a crowd's first request a draw did not keep), does not.
   if (asked_ == 0 && !dense(now) && !strict_) return Answer::kSparse;
   return Answer::kRefused;
 }

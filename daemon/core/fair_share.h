@@ -267,8 +267,8 @@ class FairShare {
     // The key made crowded (make_crowded): one of a rule's keys new at once
     // among at least kCrowdedNodes live nodes; gossiped, not routed.
     bool made_crowded = false;
-    // This epoch's first request is kept beyond the share only by a draw
-    // (a crowd's first requests, thinned: start_epoch).
+    // A draw did not keep this epoch's first request beyond the share (a
+    // crowd's first requests, thinned: start_epoch); the epoch is strict.
     bool pass_thinned = false;
     // The raise of a node's share for the bursts it asks nothing in was
     // held at its bound (kMaxIdleRaiseX4).
@@ -456,8 +456,9 @@ class FairShare {
   bool unlimited_ : 1 = false;   // no share: the whole balance
   bool probing_ : 1 = false;
   // This epoch keeps no first request beyond the share: a probe of a rule
-  // whose demand is not sparse (ShareInputs::sparse_rule), or a key's first
-  // epoch here among many new at once (ShareInputs::crowded_start).
+  // whose demand is not sparse (ShareInputs::sparse_rule), a key's first
+  // epoch here among many new at once (ShareInputs::crowded_start), or a
+  // crowd's first request a draw did not keep (kBurstHorizons).
   bool strict_ : 1 = false;
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
