@@ -106,26 +106,30 @@ std::uint32_t Ledger::behind_ms(const KeyState& state, const Entry& e) {
   return gap > 0 ? gap - 1u : 0u;
 }
 
-std::uint32_t Ledger::recent_others(const KeyState& state, TimeUs within_us, TimeUs before_us) {
+Ledger::RecentOthers Ledger::recent_others(const KeyState& state, TimeUs within_us, TimeUs burst_us,
+                                           TimeUs before_us) {
   const auto consumed_at = [&](const Entry& e) {
     return state.consumed_at_us - TimeUs{1000} * behind_ms(state, e);
   };
-  std::uint32_t recent = 0;
+  RecentOthers recent;
   TimeUs last_burst_us = -1;  // the newest consumption before `before_us`
   for (const Entry& e : state.entries) {
     if (e.origin == 0) continue;
     const TimeUs at = consumed_at(e);
-    if (state.consumed_at_us - at <= within_us) ++recent;
+    if (state.consumed_at_us - at <= within_us) ++recent.within;
+    if (state.consumed_at_us - at <= burst_us) ++recent.in_burst;
     if (at < before_us) last_burst_us = std::max(last_burst_us, at);
   }
   if (last_burst_us < 0) return recent;
-  std::uint32_t last_burst = 0;
+  RecentOthers last_burst;
   for (const Entry& e : state.entries) {
-    if (e.origin == 0) continue;
-    const TimeUs at = consumed_at(e);
-    if (at <= last_burst_us && last_burst_us - at <= within_us) ++last_burst;
+    if (e.origin == 0 || consumed_at(e) > last_burst_us) continue;
+    const TimeUs behind_us = last_burst_us - consumed_at(e);
+    if (behind_us <= within_us) ++last_burst.within;
+    if (behind_us <= burst_us) ++last_burst.in_burst;
   }
-  return std::max(recent, last_burst);
+  return {std::max(recent.within, last_burst.within),
+          std::max(recent.in_burst, last_burst.in_burst)};
 }
 
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {

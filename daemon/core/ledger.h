@@ -109,9 +109,15 @@ class Ledger {
   // at about the same time: their newest consumption within `within_us` of
   // the key's newest; or, if more, of the newest before `before_us` (> 0:
   // a wake, so that a node starting late in a burst, which already heard
-  // of it, counts the last burst's origins too). Reads every entry (twice
-  // with `before_us`): for an epoch's start, not for every request.
-  static std::uint32_t recent_others(const KeyState& state, TimeUs within_us, TimeUs before_us);
+  // of it, counts the last burst's origins too). Counted for two spans at
+  // once (`in_burst`: within `burst_us`). Reads every entry (twice with
+  // `before_us`): for an epoch's start, not for every request.
+  struct RecentOthers {
+    std::uint32_t within = 0;    // within `within_us`
+    std::uint32_t in_burst = 0;  // within `burst_us`
+  };
+  static RecentOthers recent_others(const KeyState& state, TimeUs within_us, TimeUs burst_us,
+                                    TimeUs before_us);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate

@@ -738,12 +738,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // origins no longer look recent beside its news (a job on 200 nodes
     // every 5 s, `periodic`: +6.30% without, +4.48% with, +4.76% counting
     // every origin with an entry).
-    const TimeUs last_burst_before_us =
-        share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0;
-    in.recent_others =
-        Ledger::recent_others(state, FairShare::kCrowdedWithinUs, last_burst_before_us);
-    in.burst_others = Ledger::recent_others(
-        state, FairShare::kBurstHorizons * share_view_.horizon_us, last_burst_before_us);
+    const Ledger::RecentOthers recent = Ledger::recent_others(
+        state, FairShare::kCrowdedWithinUs, FairShare::kBurstHorizons * share_view_.horizon_us,
+        share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0);
+    in.recent_others = recent.within;
+    in.burst_others = recent.in_burst;
     in.has_own = state.own >= 0;
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "core/time.h"
 
 namespace rlimit::core {
@@ -64,31 +66,37 @@ TEST(LedgerTest, AKeyRemembersWhenItsNewestConsumptionHappened) {
 
 // Origins spending at about the same time: other origins whose newest
 // consumption lies within a span of the key's newest; or, given a wake, of
-// the newest before it (the last burst), whichever counts more. This node's
-// own entry is not counted.
+// the newest before it (the last burst), whichever counts more; counted for
+// two spans at once. This node's own entry is not counted.
 TEST(LedgerTest, RecentOthersAreThoseThatConsumedAtAboutTheSameTime) {
   constexpr TimeUs kSecondUs = kUsPerSecond;
+  constexpr TimeUs kBurstUs = 500'000;
   Ledger ledger = started_at(kOurIncarnation);
   const auto merged_at = [&](const char* origin, TimeUs at_us) {
     ledger.merge("k", ledger.intern_origin(origin), kOurIncarnation + 1, 1, at_us, at_us);
   };
-  // The last burst: three origins within a second of each other at 10 s.
+  // The last burst: three origins within a second of each other at 10 s,
+  // two of them within half a second.
   merged_at("a", 10 * kSecondUs);
   merged_at("b", 10 * kSecondUs - 400'000);
   merged_at("c", 10 * kSecondUs - 900'000);
   merged_at("old", 8 * kSecondUs);  // two seconds before it
   ledger.add_local("k", 1, 10 * kSecondUs);
   const Ledger::KeyState& state = *ledger.find("k");
-  EXPECT_EQ(Ledger::recent_others(state, kSecondUs, 0), 3u);
-  EXPECT_EQ(Ledger::recent_others(state, 2 * kSecondUs, 0), 4u);
+  const auto counts = [&](TimeUs within_us, TimeUs before_us) {
+    const Ledger::RecentOthers r = Ledger::recent_others(state, within_us, kBurstUs, before_us);
+    return std::pair{r.within, r.in_burst};
+  };
+  EXPECT_EQ(counts(kSecondUs, 0), std::pair(3u, 2u));
+  EXPECT_EQ(counts(2 * kSecondUs, 0), std::pair(4u, 2u));
   // This burst, 5 s later: one origin heard of so far.
   merged_at("d", 15 * kSecondUs);
-  EXPECT_EQ(Ledger::recent_others(state, kSecondUs, 0), 1u);
+  EXPECT_EQ(counts(kSecondUs, 0), std::pair(1u, 1u));
   // A node that woke at 14.9 s counts the last burst's origins as well.
-  EXPECT_EQ(Ledger::recent_others(state, kSecondUs, 15 * kSecondUs - 100'000), 3u);
+  EXPECT_EQ(counts(kSecondUs, 15 * kSecondUs - 100'000), std::pair(3u, 2u));
   // As more of this burst is heard of, it counts those.
   for (const char* origin : {"e", "f", "g"}) merged_at(origin, 15 * kSecondUs);
-  EXPECT_EQ(Ledger::recent_others(state, kSecondUs, 15 * kSecondUs - 100'000), 4u);
+  EXPECT_EQ(counts(kSecondUs, 15 * kSecondUs - 100'000), std::pair(4u, 4u));
 }
 
 // A key wakes when its entries grow after a quiet spell (one news horizon,
