@@ -398,4 +398,13 @@ FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   return Answer::kRefused;
 }
 
+std::uint32_t freed_fraction(std::int64_t wait_us, std::int64_t limit, std::int64_t period_us) {
+  if (wait_us <= 0 || limit <= 0 || period_us <= 0) return 0;
+  // In a unit's time times the limit: the period.
+  const i128 wait_x_limit = i128{wait_us} * limit;
+  if (wait_x_limit >= period_us) return 0;
+  return static_cast<std::uint32_t>(((period_us - wait_x_limit) << FairShare::kFractionBits) /
+                                    period_us);
+}
+
 }  // namespace rlimit::core

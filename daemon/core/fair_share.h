@@ -97,8 +97,9 @@ struct ShareView {
 struct ShareInputs {
   std::int64_t headroom = 0;  // units the algorithm would admit now (its balance)
   std::int64_t refill = 0;    // units it regains by the epoch's end (rounded down)
-  // And the fraction of a unit beyond `refill`, in 2^-kFractionBits (a token
-  // bucket's: it keeps fractions of a token).
+  // And the fraction of a unit beyond `refill`, in 2^-kFractionBits: a token
+  // bucket's (it keeps fractions of a token), GCRA's and the leaky
+  // bucket's (freed_fraction(): the part of their next unit's time gone).
   std::uint32_t refill_fraction = 0;
   // The refill becomes spendable as the epoch goes by (in proportion to the
   // time elapsed), not all at its start: for an algorithm that frees room
@@ -464,5 +465,11 @@ class FairShare {
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
   bool asked_since_wake_ : 1 = false;    // count() since the last wake
 };
+
+// For ShareInputs::refill_fraction: the fraction of its next unit that an
+// algorithm freeing one unit every period_us / limit has freed, in
+// 2^-FairShare::kFractionBits, from its wait for that unit (1 - the wait /
+// a unit's time). 0 for no wait, or one of a whole unit or more.
+std::uint32_t freed_fraction(std::int64_t wait_us, std::int64_t limit, std::int64_t period_us);
 
 }  // namespace rlimit::core

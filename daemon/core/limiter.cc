@@ -719,6 +719,20 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                                       scratch.effective, input.cost, end);
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
+      if (algorithm == Algorithm::kGcra || algorithm == Algorithm::kLeakyBucket) {
+        // And the fraction of the next unit they will have freed by then, as
+        // a token bucket's share holds its own: the wait for one unit more
+        // against the time a unit takes to free (a refused verdict; a
+        // bucket at its cap, or a shaper that would delay it, holds none).
+        const alg::Verdict next =
+            p.in_table ? evaluate_cell(p.current(), scratch.effective, headroom_later + 1, end)
+                       : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                        scratch.effective, headroom_later + 1, end);
+        if (!next.allowed) {
+          in.refill_fraction =
+              freed_fraction(next.retry_after_us, p.params.limit, p.params.period_us);
+        }
+      }
     }
     in.refill_accrues = refill_accrues(algorithm);
     in.carries_debt = carries_debt(algorithm);

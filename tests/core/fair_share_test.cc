@@ -961,6 +961,27 @@ TEST_P(LimiterShareTest, ABurstThatStartsHereStartsAfterTheKeysWake) {
   EXPECT_EQ(limiter.stats().share_wake_epochs, repays ? 1u : 0u);
 }
 
+// GCRA's and the leaky bucket's refill with its fraction, as a token
+// bucket's: the part of the next unit's time already gone, from the wait
+// for it (10 a second: a unit every 100 ms).
+TEST(FreedFractionTest, IsThePartOfTheNextUnitsTimeAlreadyGone) {
+  constexpr std::int64_t kSecondUs = 1'000'000;
+  EXPECT_EQ(freed_fraction(25'000, 10, kSecondUs), 3u << (FairShare::kFractionBits - 2));
+  EXPECT_EQ(freed_fraction(1, 10, kSecondUs),
+            (std::uint64_t{99'999} << FairShare::kFractionBits) / 100'000);
+  EXPECT_EQ(freed_fraction(99'999, 10, kSecondUs), 0u);  // 1/100,000 of a unit
+  // A whole unit's wait or more, none, or no rate: nothing freed.
+  EXPECT_EQ(freed_fraction(100'000, 10, kSecondUs), 0u);
+  EXPECT_EQ(freed_fraction(kSecondUs, 10, kSecondUs), 0u);
+  EXPECT_EQ(freed_fraction(0, 10, kSecondUs), 0u);
+  EXPECT_EQ(freed_fraction(-1, 10, kSecondUs), 0u);
+  EXPECT_EQ(freed_fraction(1, 0, kSecondUs), 0u);
+  // At the largest limit, over a period near the largest (a unit every
+  // 2 us), no overflow: half a unit's time gone.
+  static_assert(2 * kMaxTokens <= kMaxPeriodUs);
+  EXPECT_EQ(freed_fraction(1, kMaxTokens, 2 * kMaxTokens), 1u << (FairShare::kFractionBits - 1));
+}
+
 // A sliding log repays nothing, so the burst's pool is shared only where
 // this node's demand on the key is dense, and over two horizons: the burst
 // in one epoch, no second one to share again what the others spent unheard.
