@@ -58,8 +58,8 @@ asan() {
   configure build-asan "address,undefined"
   timed "asan build" cmake --build build-asan -j"$jobs"
   # no_asan: tests that cannot run sanitized (the .deb test: see
-  # tests/packaging/CMakeLists.txt). long_sim: long accuracy runs that drive
-  # no code the rest leaves undriven (tests/sim/CMakeLists.txt).
+  # tests/packaging/CMakeLists.txt). long_sim: long accuracy runs whose code
+  # runs sanitized in shorter tests (tests/sim/CMakeLists.txt).
   timed "asan tests" ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 600 \
     --no-tests=error -LE '^(no_asan|long_sim)$'
 }
