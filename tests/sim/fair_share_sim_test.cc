@@ -388,10 +388,11 @@ TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
 // debt (the bucket-like ones): within 1% of the ideal (seeds 1, 2: GCRA
 // +0.14% / -0.28%, the leaky bucket +0.00% / -0.28%, smooth bursty -0.14%
 // / +0.28%; GCRA +0.56% / +0.14% and the leaky bucket +0.14% / +0.28%
-// before their refill kept its fraction). Before that debt was exact: +1.40% / +0.56%, +1.26% /
-// +0.56% and +0.56% / +0.69%; smooth bursty, which admits a request ahead of its refill
-// (ShareInputs::admits_ahead), went to -0.83% / -0.69% at 5 nodes with the refills rounded down
-// until it owed that request none.
+// before their refill kept its fraction). Before that debt was exact:
+// +1.40% / +0.56%, +1.26% / +0.56% and +0.56% / +0.69%; smooth bursty,
+// which admits a request ahead of its refill (ShareInputs::admits_ahead),
+// went to -0.83% / -0.69% at 5 nodes with the refills rounded down until it
+// owed that request none.
 TEST(FairShareSimTest, APeriodicJobHoldsTheIdealForEveryBucketLikeAlgorithm) {
   for (const char* algorithm : {"gcra", "leaky_bucket", "smooth_bursty"}) {
     for (const std::uint64_t seed : {1, 2}) {
