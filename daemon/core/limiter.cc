@@ -188,6 +188,15 @@ bool refill_accrues(Algorithm algorithm) {
   return false;
 }
 
+// An algorithm whose share takes the fraction of the unit it will be
+// freeing at the epoch's end from a second verdict (freed_fraction()): one
+// that frees a unit every period / limit and keeps no fractions a share can
+// read, as a token bucket's Accrual is read. Smooth bursty, tried, came out
+// the same (docs/cluster.md, "A refill's fraction").
+bool keeps_refill_fraction(Algorithm algorithm) {
+  return algorithm == Algorithm::kGcra || algorithm == Algorithm::kLeakyBucket;
+}
+
 // An algorithm whose burst's overspend, forgiven by the idle spell that
 // fills it to its cap, the next burst repays (FairShare, "A forgiven
 // debt"): a continuous refill at the rule's rate up to its burst. Warming
@@ -712,22 +721,20 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // were spent: a log or a window frees what it admitted a period ago,
       // which need not come back at the average rate.
       const AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
-      const TimeUs end = in.epoch_end_us;
-      const alg::Verdict later =
-          p.in_table ? evaluate_cell(p.current(), scratch.effective, input.cost, end)
-                     : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
-                                      scratch.effective, input.cost, end);
+      const auto at_epoch_end = [&](std::int64_t cost) {
+        return p.in_table ? evaluate_cell(p.current(), scratch.effective, cost, in.epoch_end_us)
+                          : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
+                                           scratch.effective, cost, in.epoch_end_us);
+      };
+      const alg::Verdict later = at_epoch_end(input.cost);
       const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
       in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
-      if (algorithm == Algorithm::kGcra || algorithm == Algorithm::kLeakyBucket) {
+      if (keeps_refill_fraction(algorithm)) {
         // And the fraction of the next unit they will have freed by then, as
         // a token bucket's share holds its own: the wait for one unit more
         // against the time a unit takes to free (a refused verdict; a
         // bucket at its cap, or a shaper that would delay it, holds none).
-        const alg::Verdict next =
-            p.in_table ? evaluate_cell(p.current(), scratch.effective, headroom_later + 1, end)
-                       : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
-                                        scratch.effective, headroom_later + 1, end);
+        const alg::Verdict next = at_epoch_end(headroom_later + 1);
         if (!next.allowed) {
           in.refill_fraction =
               freed_fraction(next.retry_after_us, p.params.limit, p.params.period_us);
