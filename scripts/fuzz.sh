@@ -30,7 +30,11 @@ readonly kRssLimitMb=2048
 
 if ! grep -qs '^RLIMIT_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
   command -v clang++ >/dev/null || { echo "fuzz: clang++ is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+  # -O2 with line tables for the crash's stack; no -DNDEBUG (RelWithDebInfo's
+  # default), so the code's assert()s, its broken invariants, stop a fuzzer
+  # like any crash.
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only" \
     -DRLIMIT_FUZZ=ON -DRLIMIT_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build "$build" --target fuzz -j"$jobs" >/dev/null

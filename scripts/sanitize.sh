@@ -40,10 +40,12 @@ export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp:print_suppressions=0"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:print_suppressions=0"
 
-# -O1 -g: stack traces with lines, and builds faster than -O2.
+# -O1 -g1: stack traces with file, line and inlined frames (the line tables),
+# without the types and locals of -g: each file compiles in 0.6-0.8 x the
+# time (limiter.cc 17.8 against 28.7 s, http_server.cc 106 against 159 s).
 configure() {  # configure <dir> <sanitizers>
   cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" \
     -DRLIMIT_SANITIZE="$2" >/dev/null
 }
 
