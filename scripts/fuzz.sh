@@ -33,8 +33,9 @@ if ! grep -qs '^RLIMIT_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then
   # -O2 with line tables for the crash's stack; no -DNDEBUG (RelWithDebInfo's
   # default), so the code's assert()s, its broken invariants, stop a fuzzer
   # like any crash.
+  flags="-O2 -gline-tables-only"
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$flags" \
     -DRLIMIT_FUZZ=ON -DRLIMIT_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build "$build" --target fuzz -j"$jobs" >/dev/null
