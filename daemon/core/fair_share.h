@@ -129,6 +129,10 @@ struct ShareInputs {
   // first requests: the same within kBurstHorizons news horizons.
   std::uint32_t burst_others = 0;
   bool has_own = false;            // this node consumed from the key (within retention)
+  // The key's entries have not grown for a news horizon (the ledger's
+  // KeyState::changed_us): this epoch starts a new burst on it, and news of
+  // the last one has reached every node (a crowd's first requests, thinned).
+  bool quiet = false;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;   // a hash of the key and the node
@@ -437,12 +441,17 @@ class FairShare {
   TimeUs burst_woke_us_ = 0;
   TimeUs last_asked_us_ = 0;
   // The epoch's length, over which accruing_ accrues and by which
-  // enter_span() counts (one above kMaxEpochUs, 33 s, a gossip interval of
-  // seconds, accrues and counts over 33 s); 0 until the first epoch (so a
+  // enter_span() counts (one above kMaxEpochUs, 16.7 s, a gossip interval of
+  // seconds, accrues and counts over 16.7 s); 0 until the first epoch (so a
   // share never started is young). Packed with the counts and flags below:
   // the share is 176 bytes, one per key this node checks.
-  static constexpr TimeUs kMaxEpochUs = (TimeUs{1} << 25) - 1;
-  std::uint32_t epoch_us_ : 25 = 0;
+  static constexpr TimeUs kMaxEpochUs = (TimeUs{1} << 24) - 1;
+  std::uint32_t epoch_us_ : 24 = 0;
+  // A crowd's first requests were thinned here (start_epoch's gate held),
+  // and since then at least kDenseRequests origins have had an entry: they
+  // still are at a new burst (ShareInputs::quiet), however few spent in the
+  // last one.
+  std::uint32_t crowd_thinned_ : 1 = 0;
   std::uint32_t crowded_ : 1 = 0;  // crowded(): while dense
   // Of the key's wakes, the share in which this node asked (count()), in
   // 1/63: a running average over about 8 wakes.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -702,28 +703,46 @@ TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
 // second: users asking now and then), a pool that holds a request for each
 // spender, or an algorithm the Limiter exempts (the sliding window) keep it
 // always.
+// A crowd's key at node `node` of many: a pool of `pool`, `origins` with an
+// entry (this node included), `recent` of them spending at about the same
+// time, `in_burst` in one burst.
+ShareInputs crowd_inputs(std::uint64_t node, std::int64_t pool, std::uint32_t origins,
+                         std::uint32_t recent, std::uint32_t in_burst) {
+  return ShareInputs{.headroom = pool,
+                     .refill = 0,
+                     .others = origins - 1,
+                     .recent_others = recent - 1,
+                     .burst_others = in_burst - 1,
+                     .dither_seed = node * 0x9e3779b97f4a7c15ULL,
+                     .crowd_makes_dense = true};
+}
+
+// Of 1000 nodes' epochs (`epoch_of(node)`: the answer to a request beyond
+// the share), those keeping it as a first request.
+int kept_of(const std::function<FairShare::Answer(std::uint64_t)>& epoch_of) {
+  int kept = 0;
+  for (std::uint64_t node = 1; node <= 1000; ++node) {
+    const FairShare::Answer answer = epoch_of(node);
+    EXPECT_NE(answer, FairShare::Answer::kCredit);
+    kept += answer == FairShare::Answer::kSparse ? 1 : 0;
+  }
+  return kept;
+}
+
 TEST(FairShareTest, ACrowdsFirstRequestsBeyondTheirSharesAreKeptByADraw) {
   const auto kept = [](std::uint32_t live, std::uint32_t origins, std::uint32_t recent,
                        std::uint32_t in_burst, std::int64_t pool, bool crowd_makes_dense = true) {
-    int kept = 0;
-    std::uint64_t thinned = 0;
-    for (std::uint64_t node = 1; node <= 1000; ++node) {
+    int thinned = 0;
+    const int kept = kept_of([&](std::uint64_t node) {
       FairShare share;
-      const ShareInputs in{.headroom = pool,
-                           .refill = 0,
-                           .others = origins - 1,
-                           .recent_others = recent - 1,
-                           .burst_others = in_burst - 1,
-                           .has_own = true,
-                           .dither_seed = node * 0x9e3779b97f4a7c15ULL,
-                           .crowd_makes_dense = crowd_makes_dense};
+      ShareInputs in = crowd_inputs(node, pool, origins, recent, in_burst);
+      in.has_own = true;
+      in.crowd_makes_dense = crowd_makes_dense;
       thinned += share.start_epoch(view_of(live), in, kStart).pass_thinned ? 1 : 0;
       // Asked beyond a share below one request: kept only as a first request.
-      const FairShare::Answer answer = share.ask(pool + 1, kStart);
-      EXPECT_NE(answer, FairShare::Answer::kCredit);
-      kept += answer == FairShare::Answer::kSparse ? 1 : 0;
-    }
-    EXPECT_EQ(thinned, static_cast<std::uint64_t>(1000 - kept));
+      return share.ask(pool + 1, kStart);
+    });
+    EXPECT_EQ(thinned, 1000 - kept);
     return kept;
   };
   constexpr std::uint32_t kFew = FairShare::kDenseRequests - 1;
@@ -737,6 +756,54 @@ TEST(FairShareTest, ACrowdsFirstRequestsBeyondTheirSharesAreKeptByADraw) {
   EXPECT_EQ(kept(FairShare::kCrowdedNodes - 1, 40, 20, 20, 10), 1000);
   EXPECT_EQ(kept(FairShare::kCrowdedNodes, 40, 20, 20, 0), 0);
   EXPECT_EQ(kept(200, 40, 20, 20, 10, /*crowd_makes_dense=*/false), 1000);  // a sliding window
+}
+
+// At a new burst (the key's entries quiet for a horizon) the crowd is larger
+// than the origins show: a node meeting the key there (young here) counts
+// every live node in it; and a key thinned here before is thinned at a new
+// burst while kDenseRequests origins have an entry, however few of them
+// spent in one burst. Neither without the quiet spell.
+TEST(FairShareTest, AtANewBurstTheCrowdCountsEveryNodeAndAKeyThinnedBefore) {
+  constexpr std::int64_t kPool = 10;
+  constexpr std::uint32_t kLive = 200;
+  const auto inputs = [](std::uint64_t node, std::uint32_t origins, std::uint32_t in_burst,
+                         bool quiet) {
+    ShareInputs in = crowd_inputs(node, kPool, origins, in_burst, in_burst);
+    in.quiet = quiet;
+    return in;
+  };
+  constexpr std::uint32_t kFew = FairShare::kDenseRequests - 1;
+  const auto meets = [&](std::uint32_t in_burst, bool quiet) {
+    return kept_of([&](std::uint64_t node) {
+      FairShare share;
+      share.start_epoch(view_of(kLive), inputs(node, 20, in_burst, quiet), kStart);
+      return share.ask(kPool + 1, kStart);
+    });
+  };
+  // A pool of 10: over every live node, 1 in 20 (50 of 1000; 3 standard
+  // deviations are 21); over the 20 origins, half.
+  EXPECT_NEAR(meets(20, true), 50, 25);
+  EXPECT_NEAR(meets(20, false), 500, 50);
+  EXPECT_EQ(meets(1, true), 1000);  // no crowd in one burst: kept
+
+  // Known for a while (not young), its last burst's spenders few: thinned
+  // at a new burst only where an earlier epoch was, with the pool over the
+  // 20 origins.
+  const TimeUs later = kStart + 10 * kHorizonUs;
+  const auto after = [&](std::uint32_t first_in_burst, std::uint32_t between_origins, bool quiet) {
+    return kept_of([&](std::uint64_t node) {
+      FairShare share;
+      share.start_epoch(view_of(kLive), inputs(node, 20, first_in_burst, false), kStart);
+      share.start_epoch(view_of(kLive), inputs(node, between_origins, 1, false), later);
+      const TimeUs next = later + 10 * kHorizonUs;
+      share.start_epoch(view_of(kLive), inputs(node, 20, 1, quiet), next);
+      return share.ask(kPool + 1, next);
+    });
+  };
+  EXPECT_NEAR(after(20, 20, true), 500, 50);
+  EXPECT_EQ(after(20, 20, false), 1000);   // not a new burst
+  EXPECT_EQ(after(kFew, 20, true), 1000);  // never thinned
+  EXPECT_EQ(after(20, kFew, true), 1000);  // too few origins in between: forgotten
 }
 
 // Requests after an epoch's end (the algorithm refused them, so no epoch

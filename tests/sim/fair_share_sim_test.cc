@@ -359,11 +359,13 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareGcrasAndTheLeakyBucketsRefill) {
 // is admitted. Every node that asked kept one, and the second burst admitted
 // 2.44 x the limit, then 0.29 x while the debt was repaid. With a crowd's
 // first requests thinned (kept by a draw, the pool over the spenders), seed
-// 1 over 8 s: 1.66 x at most, 0.51 x at least; the issue's 1.5 x is not
-// held here (docs/cluster.md, "A crowd's first requests, thinned").
+// 1 over 8 s: 1.66 x at most, 0.51 x at least; with the nodes meeting a key
+// at a new burst counting every live node in the crowd, and a key thinned
+// before thinned at each new burst, 1.36 x and 0.72 x (docs/cluster.md, "A
+// crowd's first requests, thinned").
 TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
   const Results r = run(shipped("coldkeys", {"cluster.nodes=200", "duration=\"8s\""}), 1);
-  expect_windows(r, "coldkeys, 200 nodes", 100 * 10.0, 1.75);
+  expect_windows(r, "coldkeys, 200 nodes", 100 * 10.0);
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 
