@@ -283,11 +283,13 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // stays in the crowd at each new burst while kDenseRequests origins have
   // an entry: a well-thinned burst leaves fewer spenders within a horizon
   // than the gate asks, and the next burst's nodes passed again (567 and
-  // 747 such passes in bursts 3 and 4). Neither opens the gate by itself
-  // outside a new burst, nor for a young node: `hotkeys` at 50 nodes (users
-  // asking now and then, most of their keys quiet between requests, a
-  // node's first request of a user thinned wherever 6 origins had an entry,
-  // or any epoch once thinned) lost 9.04% of the ideal (-1.29% without).
+  // 747 such passes in bursts 3 and 4). The young node's count opens no
+  // gate (as many origins as before must have spent in one burst), and the
+  // kept bit opens it only at a new burst: `hotkeys` at 50 nodes (users
+  // asking now and then, most of their keys quiet between requests) lost
+  // 9.04% of the ideal (-1.29% without) when a young node at a new burst
+  // was thinned wherever 6 origins had an entry and a key once thinned was
+  // thinned at every epoch.
   const bool crowd_seen = seen >= kDenseRequests;
   if (!crowd_seen) crowd_thinned_ = false;
   if (!strict_ && in.crowd_makes_dense && n >= kCrowdedNodes && crowd_seen &&

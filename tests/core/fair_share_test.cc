@@ -693,16 +693,6 @@ TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
             std::pair(FairShare::Answer::kSparse, false));
 }
 
-// A crowd's first requests, thinned: from kCrowdedNodes live nodes, where at
-// least kDenseRequests origins spent on the key in one burst (within
-// kBurstHorizons horizons of each other), the first request of an epoch is
-// kept beyond the share only by a draw, with the pool over the spenders
-// (every origin with an entry, or the recent ones if more) as the
-// probability. Over many nodes' epochs about that fraction keep it; fewer
-// live nodes, fewer origins in one burst (however many spent within a
-// second: users asking now and then), a pool that holds a request for each
-// spender, or an algorithm the Limiter exempts (the sliding window) keep it
-// always.
 // A crowd's key at node `node` of many: a pool of `pool`, `origins` with an
 // entry (this node included), `recent` of them spending at about the same
 // time, `in_burst` in one burst.
@@ -729,6 +719,16 @@ int kept_of(const std::function<FairShare::Answer(std::uint64_t)>& epoch_of) {
   return kept;
 }
 
+// A crowd's first requests, thinned: from kCrowdedNodes live nodes, where at
+// least kDenseRequests origins spent on the key in one burst (within
+// kBurstHorizons horizons of each other), the first request of an epoch is
+// kept beyond the share only by a draw, with the pool over the spenders
+// (every origin with an entry, or the recent ones if more) as the
+// probability. Over many nodes' epochs about that fraction keep it; fewer
+// live nodes, fewer origins in one burst (however many spent within a
+// second: users asking now and then), a pool that holds a request for each
+// spender, or an algorithm the Limiter exempts (the sliding window) keep it
+// always.
 TEST(FairShareTest, ACrowdsFirstRequestsBeyondTheirSharesAreKeptByADraw) {
   const auto kept = [](std::uint32_t live, std::uint32_t origins, std::uint32_t recent,
                        std::uint32_t in_burst, std::int64_t pool, bool crowd_makes_dense = true) {

@@ -362,7 +362,7 @@ TEST(FairShareSimTest, ManyKeysOn50NodesShareGcrasAndTheLeakyBucketsRefill) {
 // 1 over 8 s: 1.66 x at most, 0.51 x at least; with the nodes meeting a key
 // at a new burst counting every live node in the crowd, and a key thinned
 // before thinned at each new burst, 1.36 x and 0.72 x (docs/cluster.md, "A
-// crowd's first requests, thinned").
+// crowd's first requests, thinned" and "A new burst's crowd").
 TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
   const Results r = run(shipped("coldkeys", {"cluster.nodes=200", "duration=\"8s\""}), 1);
   expect_windows(r, "coldkeys, 200 nodes", 100 * 10.0);
