@@ -278,12 +278,14 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // requests `coldkeys`' second burst at 200 nodes admitted (traced, seed
   // 1). Not where the news is of this burst (no quiet spell): the young
   // nodes of `periodic`'s first job at 200 nodes would count every live
-  // node too (GCRA, seed 1: 1.01 x the limit in that job against the
-  // ideal's 1.20; 1.10 before). And a key thinned here (crowd_thinned_)
+  // node too (measured with such a node also thinned wherever 6 origins had
+  // an entry, below: GCRA, seed 1, 1.01 x the limit in that job against
+  // the ideal's 1.20; 1.10 before). And a key thinned here (crowd_thinned_)
   // stays in the crowd at each new burst while kDenseRequests origins have
   // an entry: a well-thinned burst leaves fewer spenders within a horizon
   // than the gate asks, and the next burst's nodes passed again (567 and
-  // 747 such passes in bursts 3 and 4). The young node's count opens no
+  // 747 such passes in bursts 3 and 4, measured with the young node's half
+  // alone, thinned wherever 6 origins had an entry). The young node's count opens no
   // gate (as many origins as before must have spent in one burst), and the
   // kept bit opens it only at a new burst: `hotkeys` at 50 nodes (users
   // asking now and then, most of their keys quiet between requests) lost

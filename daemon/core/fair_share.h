@@ -129,8 +129,8 @@ struct ShareInputs {
   // first requests: the same within kBurstHorizons news horizons.
   std::uint32_t burst_others = 0;
   bool has_own = false;            // this node consumed from the key (within retention)
-  // The key's entries have not grown for a news horizon (the ledger's
-  // KeyState::changed_us): this epoch starts a new burst on it, and news of
+  // The key's entries have not grown for a news horizon (Ledger::quiet: its
+  // next growth is a wake): this epoch starts a new burst on it, and news of
   // the last one has reached every node (a crowd's first requests, thinned).
   bool quiet = false;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)

@@ -150,8 +150,7 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
 }
 
 void Ledger::before_growth(KeyState& state, TimeUs now) {
-  if (!state.share || wake_quiet_us_ <= 0 || now - state.changed_us < wake_quiet_us_ ||
-      state.share->woke_at(now)) {
+  if (!state.share || !quiet(state, now) || state.share->woke_at(now)) {
     return;
   }
   const std::uint64_t own =

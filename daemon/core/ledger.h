@@ -154,6 +154,12 @@ class Ledger {
   // How long a key must go without growing for its next growth to wake it
   // (FairShare::note_wake); the Limiter sets one news horizon. 0: never.
   void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
+  // The key's entries have not grown for wake_quiet_us_ (> 0) by `now`: its
+  // next growth is a wake (FairShare::note_wake), and an epoch now starts a
+  // new burst on it (FairShare::ShareInputs::quiet).
+  bool quiet(const KeyState& state, TimeUs now) const {
+    return wake_quiet_us_ > 0 && now - state.changed_us >= wake_quiet_us_;
+  }
   // A request on the key is about to be decided at `now` and its share's
   // epoch starts: a quiet key wakes now, so that epoch already shares as
   // one after the wake (the charge that follows, at the same `now`, finds

@@ -765,8 +765,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.recent_others = recent.within;
     in.burst_others = recent.in_burst;
     in.has_own = state.own >= 0;
-    // A new burst on the key (FairShare, "A crowd's first requests").
-    in.quiet = state.changed_us > 0 && now - state.changed_us >= share_view_.horizon_us;
+    in.quiet = ledger_.quiet(state, now);
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).
     RuleShares& rule = rule_shares_of(p);
