@@ -129,10 +129,19 @@ struct ShareInputs {
   // first requests: the same within kBurstHorizons news horizons.
   std::uint32_t burst_others = 0;
   bool has_own = false;            // this node consumed from the key (within retention)
-  // The key's entries have not grown for a news horizon (Ledger::quiet: its
-  // next growth is a wake): this epoch starts a new burst on it, and news of
-  // the last one has reached every node (a crowd's first requests, thinned).
-  bool quiet = false;
+  // This epoch starts a new burst on the key (a crowd's first requests,
+  // thinned): its entries have not grown for a news horizon (Ledger::quiet:
+  // its next growth is a wake), and news of the last burst has reached every
+  // node; or, where the algorithm repays no overshoot (below), the newest
+  // burst its entries show began within a horizon (Ledger::burst_woke_us):
+  // news of the burst's first spenders came before this node's first
+  // request in it.
+  bool new_burst = false;
+  // The algorithm repays what it admits beyond its pool as a debt (the
+  // buckets, GCRA, the fixed window); a sliding log or window frees what it
+  // admitted a period later whatever the cluster admitted meanwhile: an
+  // overshoot stays one (the Limiter's remembers_when).
+  bool repays_overshoot = true;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;   // a hash of the key and the node

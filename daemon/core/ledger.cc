@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <functional>
 
 #include "core/stable_hash.h"
 
@@ -130,6 +131,19 @@ Ledger::RecentOthers Ledger::recent_others(const KeyState& state, TimeUs within_
   }
   return {std::max(recent.within, last_burst.within),
           std::max(recent.in_burst, last_burst.in_burst)};
+}
+
+TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs quiet_us) {
+  std::vector<TimeUs> times;
+  times.reserve(state.entries.size());
+  for (const Entry& e : state.entries) {
+    times.push_back(state.consumed_at_us - TimeUs{1000} * behind_ms(state, e));
+  }
+  std::sort(times.begin(), times.end(), std::greater<>());
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    if (times[i - 1] - times[i] >= quiet_us) return times[i - 1];
+  }
+  return 0;
 }
 
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {

@@ -118,6 +118,15 @@ class Ledger {
   };
   static RecentOthers recent_others(const KeyState& state, TimeUs within_us, TimeUs burst_us,
                                     TimeUs before_us);
+  // When the key's newest burst began, as its entries tell it: the oldest
+  // consumption of the newest run of them with no gap of `quiet_us` or more
+  // between neighbours, where an older consumption lies at least `quiet_us`
+  // before it (the burst followed a quiet spell); 0 where none does. What a
+  // node that has no share of the key yet, and so noted no wake, can know
+  // of one (each origin's entry holds its newest consumption only: an
+  // origin that spent in both bursts counts in the newest). Sorts a copy of
+  // the entries' times: for a key's first epoch here, not for every request.
+  static TimeUs burst_woke_us(const KeyState& state, TimeUs quiet_us);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate

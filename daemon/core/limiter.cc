@@ -759,13 +759,30 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // origins no longer look recent beside its news (a job on 200 nodes
     // every 5 s, `periodic`: +6.30% without, +4.48% with, +4.76% counting
     // every origin with an entry).
-    const Ledger::RecentOthers recent = Ledger::recent_others(
-        state, FairShare::kCrowdedWithinUs, FairShare::kBurstHorizons * share_view_.horizon_us,
-        share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0);
+    in.new_burst = ledger_.quiet(state, now);
+    in.repays_overshoot = repays;
+    TimeUs woke_us = share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0;
+    if (!repays && in.crowd_makes_dense && !in.new_burst) {
+      // Where an overshoot stays one, a burst is new to this epoch while it
+      // began (as its entries' times tell) within a horizon, though news of
+      // its first spenders has come: a node asked one request of the burst
+      // late in it, or one without a share to note the wake at all, would
+      // see neither a quiet key nor a wake (FairShare::start_epoch, "A
+      // sliding log repays no overshoot"). Its origins are counted from
+      // then: a wake this node noted when news came may lie well after it.
+      // (The sliding window thins no crowd: not there.)
+      const TimeUs burst_woke_us = Ledger::burst_woke_us(state, share_view_.horizon_us);
+      if (burst_woke_us > 0 && now - burst_woke_us < share_view_.horizon_us) {
+        in.new_burst = true;
+        woke_us = burst_woke_us;
+      }
+    }
+    const Ledger::RecentOthers recent =
+        Ledger::recent_others(state, FairShare::kCrowdedWithinUs,
+                              FairShare::kBurstHorizons * share_view_.horizon_us, woke_us);
     in.recent_others = recent.within;
     in.burst_others = recent.in_burst;
     in.has_own = state.own >= 0;
-    in.quiet = ledger_.quiet(state, now);
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).
     RuleShares& rule = rule_shares_of(p);

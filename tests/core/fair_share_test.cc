@@ -769,7 +769,7 @@ TEST(FairShareTest, AtANewBurstTheCrowdCountsEveryNodeAndAKeyThinnedBefore) {
   const auto inputs = [](std::uint64_t node, std::uint32_t origins, std::uint32_t in_burst,
                          bool quiet) {
     ShareInputs in = crowd_inputs(node, kPool, origins, in_burst, in_burst);
-    in.quiet = quiet;
+    in.new_burst = quiet;
     return in;
   };
   constexpr std::uint32_t kFew = FairShare::kDenseRequests - 1;
@@ -804,6 +804,36 @@ TEST(FairShareTest, AtANewBurstTheCrowdCountsEveryNodeAndAKeyThinnedBefore) {
   EXPECT_EQ(after(20, 20, false), 1000);   // not a new burst
   EXPECT_EQ(after(kFew, 20, true), 1000);  // never thinned
   EXPECT_EQ(after(20, kFew, true), 1000);  // too few origins in between: forgotten
+}
+
+// Where the algorithm repays no overshoot (a sliding log), every node counts
+// every live node in the crowd at a new burst, known here for a while or
+// not; elsewhere only a node meeting the key there does. Not outside a new
+// burst, and the gate is the same.
+TEST(FairShareTest, WithoutADebtEveryNodeCountsEveryLiveNodeAtANewBurst) {
+  constexpr std::int64_t kPool = 10;
+  constexpr std::uint32_t kLive = 200;
+  const TimeUs later = kStart + 10 * kHorizonUs;
+  const auto known_then_asked = [&](bool repays, bool new_burst, std::uint32_t in_burst) {
+    return kept_of([&](std::uint64_t node) {
+      FairShare share;
+      ShareInputs first = crowd_inputs(node, kPool, 20, 1, 1);
+      first.has_own = true;
+      share.start_epoch(view_of(kLive), first, kStart);
+      ShareInputs in = crowd_inputs(node, kPool, 20, in_burst, in_burst);
+      in.has_own = true;
+      in.new_burst = new_burst;
+      in.repays_overshoot = repays;
+      share.start_epoch(view_of(kLive), in, later);
+      return share.ask(kPool + 1, later);
+    });
+  };
+  // A pool of 10 over every live node: 1 in 20 (50 of 1000; 3 standard
+  // deviations are 21); over the 20 origins, half.
+  EXPECT_NEAR(known_then_asked(false, true, 20), 50, 25);
+  EXPECT_NEAR(known_then_asked(true, true, 20), 500, 50);
+  EXPECT_NEAR(known_then_asked(false, false, 20), 500, 50);
+  EXPECT_EQ(known_then_asked(false, true, 1), 1000);  // no crowd in one burst: kept
 }
 
 // Requests after an epoch's end (the algorithm refused them, so no epoch

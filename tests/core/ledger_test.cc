@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <utility>
 
 #include "core/time.h"
@@ -97,6 +98,43 @@ TEST(LedgerTest, RecentOthersAreThoseThatConsumedAtAboutTheSameTime) {
   // As more of this burst is heard of, it counts those.
   for (const char* origin : {"e", "f", "g"}) merged_at(origin, 15 * kSecondUs);
   EXPECT_EQ(counts(kSecondUs, 15 * kSecondUs - 100'000), std::pair(4u, 4u));
+}
+
+// Where the key's newest burst began, from its entries' consumption times:
+// the oldest of the newest run with no quiet gap inside, where an older
+// consumption lies a quiet spell before it; none without such a gap. This
+// node's entry counts as any other's.
+TEST(LedgerTest, ABurstWokeWhereItsEntriesFollowAQuietSpell) {
+  constexpr TimeUs kQuietUs = 100'000;
+  constexpr TimeUs kBurstUs = 10 * kUsPerSecond;
+  Ledger ledger = started_at(kOurIncarnation);
+  std::map<std::string, std::uint64_t> consumed;
+  const auto merged_at = [&](const char* origin, TimeUs at_us) {
+    ledger.merge("k", ledger.intern_origin(origin), kOurIncarnation + 1, ++consumed[origin], at_us,
+                 at_us);
+  };
+  const auto woke = [&] { return Ledger::burst_woke_us(*ledger.find("k"), kQuietUs); };
+  // The last burst: three origins 40 ms apart. One run, nothing before it.
+  merged_at("a", kBurstUs - 1'000'000);
+  merged_at("b", kBurstUs - 960'000);
+  merged_at("c", kBurstUs - 920'000);
+  EXPECT_EQ(woke(), 0);
+  // This burst, a second later: its first spender's news came.
+  merged_at("d", kBurstUs);
+  EXPECT_EQ(woke(), kBurstUs);
+  // More of it, and this node: the run's oldest still (read to the
+  // millisecond, up to one later: Ledger::behind_ms).
+  merged_at("e", kBurstUs + 30'000);
+  ledger.add_local("k", 1, kBurstUs + 60'000);
+  EXPECT_NEAR(woke(), kBurstUs, 1'000);
+  // Its origins spending again later in it moves nothing but their entries:
+  // "a" joins this burst and "b", "c" stay in the last one.
+  merged_at("a", kBurstUs + 90'000);
+  EXPECT_NEAR(woke(), kBurstUs, 1'000);
+  // Once every earlier origin has spent in this burst, no gap is left.
+  merged_at("b", kBurstUs + 95'000);
+  merged_at("c", kBurstUs + 99'000);
+  EXPECT_EQ(woke(), 0);
 }
 
 // A key wakes when its entries grow after a quiet spell (one news horizon,
