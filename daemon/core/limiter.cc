@@ -1197,7 +1197,7 @@ std::uint64_t Limiter::merge_remote(std::string_view key, std::uint32_t origin_i
   // burst per key. Asked only now that there is a state to charge it to.
   const std::uint64_t owed =
       ledger_.charge_for(key, merged, static_cast<std::uint64_t>(limit->bucket.burst));
-  charge_target(key, *target, *limit, owed, consumed_at);
+  charge_target(key, *target, *limit, owed, consumed_at, now);
   return increase;
 }
 
@@ -1232,17 +1232,18 @@ std::optional<Limiter::RemoteTarget> Limiter::remote_target(std::string_view key
 }
 
 void Limiter::charge_target(std::string_view key, const RemoteTarget& target,
-                            const CompiledLimit& limit, std::uint64_t owed, TimeUs consumed_at) {
+                            const CompiledLimit& limit, std::uint64_t owed, TimeUs consumed_at,
+                            TimeUs now) {
   if (owed > static_cast<std::uint64_t>(kMaxTokens)) ledger_.mark_uncharged(key);
   const auto charge = static_cast<std::int64_t>(std::min<std::uint64_t>(owed, kMaxTokens));
   if (target.state != nullptr) {
-    charge_remote_state(*target.state, limit.params, charge, consumed_at);
+    charge_remote_state(*target.state, limit.params, charge, consumed_at, now);
   } else if (limit.token_bucket()) {
     TokenBucket& bucket = target.cell->as<TokenBucket>();
     bucket.charge(charge);
     if (bucket.tokens() <= -kMaxTokens) ledger_.mark_uncharged(key);  // charge() saturated
   } else {
-    charge_remote_cell(*target.cell, limit.params, charge, consumed_at);
+    charge_remote_cell(*target.cell, limit.params, charge, consumed_at, now);
   }
   stats_.remote_tokens_charged += static_cast<std::uint64_t>(charge);
 }
@@ -1273,7 +1274,7 @@ Ledger::FloorMerge Limiter::merge_reset_floor(std::string_view key, std::uint32_
           : 0;
   if (owed == 0) return merged;
   const std::optional<RemoteTarget> target = remote_target(key, *limit, now);
-  if (target) charge_target(key, *target, *limit, owed, now);
+  if (target) charge_target(key, *target, *limit, owed, now, now);
   return merged;
 }
 

@@ -404,9 +404,10 @@ class Limiter {
   // the key uncharged) into `target`, as consumed at `consumed_at`: when the
   // news says it happened, or when it arrived if the news has no age. Only
   // a sliding log's or window's news has one (key_news): their states
-  // remember when; the others' balances do not.
+  // remember when; the others' balances do not. `now`: when it is charged
+  // (a log carries what overshoots its window then).
   void charge_target(std::string_view key, const RemoteTarget& target, const CompiledLimit& limit,
-                     std::uint64_t owed, TimeUs consumed_at);
+                     std::uint64_t owed, TimeUs consumed_at, TimeUs now);
   std::optional<std::int64_t> offered_balance(std::string_view key, const CompiledLimit* limit,
                                               const Ledger::KeyState& state, TimeUs now);
   // Validates the check, applies exemptions and fills pending_ with the

@@ -237,9 +237,14 @@ alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int
 }
 
 void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
-                        TimeUs now) {
+                        TimeUs at, TimeUs now) {
   on_cell<void>(params, [&]<class A>(const typename A::Params& p) {
-    A::charge_remote(cell.as<typename A::State>(), p, amount, now);
+    auto& state = cell.as<typename A::State>();
+    if constexpr (requires { A::charge_remote(state, p, amount, at, now); }) {
+      A::charge_remote(state, p, amount, at, now);
+    } else {
+      A::charge_remote(state, p, amount, at);
+    }
   });
 }
 
@@ -278,9 +283,14 @@ alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::i
 }
 
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
-                         TimeUs now) {
+                         TimeUs at, TimeUs now) {
   visit_algorithm<void>(params, [&]<class A>(const typename A::Params& p) {
-    A::charge_remote(std::get<typename A::State>(state), p, amount, now);
+    auto& s = std::get<typename A::State>(state);
+    if constexpr (requires { A::charge_remote(s, p, amount, at, now); }) {
+      A::charge_remote(s, p, amount, at, now);
+    } else {
+      A::charge_remote(s, p, amount, at);
+    }
   });
 }
 

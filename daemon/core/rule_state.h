@@ -82,8 +82,10 @@ alg::Verdict evaluate_cell(const StateCell& cell, const AlgorithmParams& params,
                            TimeUs now);
 alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t cost,
                         TimeUs now);
+// Remote consumption that happened at `at`, learned at `now` (>= at): an
+// algorithm that takes both (the sliding log) gets both, the others `at`.
 void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
-                        TimeUs now);
+                        TimeUs at, TimeUs now);
 bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs now);
 // This node's fair share refused at `now` a request the algorithm had room
 // for (algorithm.h: note_share_refusal, where the algorithm has it).
@@ -97,7 +99,7 @@ alg::Verdict evaluate_state(const RuleState& state, const AlgorithmParams& param
 alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::int64_t cost,
                          TimeUs now);
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
-                         TimeUs now);
+                         TimeUs at, TimeUs now);
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now);
 void note_share_refusal_state(RuleState& state, const AlgorithmParams& params, TimeUs now);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <iterator>
+#include <limits>
 
 namespace rlimit::core::algorithms {
 namespace {
@@ -11,6 +12,7 @@ using detail::i128;
 using Log = std::span<const SlidingLog::Entry>;
 
 constexpr std::int64_t kMaxUnits = std::int64_t{1} << 62;
+constexpr TimeUs kNever = std::numeric_limits<TimeUs>::max();
 
 // The first entry still in the window at `now`: at_us > now - period.
 Log::iterator first_live(Log log, const SlidingLog::Params& params, TimeUs now) {
@@ -45,9 +47,45 @@ void coalesce_once(SlidingLog::State& state) {
   b.erase(b.begin() + static_cast<std::ptrdiff_t>(best));
 }
 
+// When a carried overshoot's holding begins: a period after the run began,
+// when the run's first units leave the window.
+TimeUs holding_from(const SlidingLog::State& state, const SlidingLog::Params& params) {
+  return state.run_from_us + params.period_us;
+}
+
+// A carried overshoot's units not yet held at `now`, the current period's
+// included: what the periods since the holding began have not held.
+std::int64_t carried_left(const SlidingLog::State& state, const SlidingLog::Params& params,
+                          TimeUs now) {
+  if (state.carried == 0 || now < holding_from(state, params)) return state.carried;
+  const i128 periods = (now - holding_from(state, params)) / params.period_us;
+  const i128 left = state.carried - periods * SlidingLog::held_per_period(params);
+  return static_cast<std::int64_t>(std::max<i128>(0, left));
+}
+
+// The end of the period holding a carried overshoot at `now` (>= holding_from).
+TimeUs holding_period_end(const SlidingLog::State& state, const SlidingLog::Params& params,
+                          TimeUs now) {
+  const TimeUs periods = (now - holding_from(state, params)) / params.period_us;
+  return holding_from(state, params) + (periods + 1) * params.period_us;
+}
+
+// Units are about to be logged at `at`, the entries that left the window by
+// then dropped: into an empty window (nothing live, nothing carried left)
+// they begin a run; before the run's first units, they begin it earlier.
+void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs at) {
+  if (SlidingLog::log(state).empty() && carried_left(state, params, at) == 0) {
+    state.carried = 0;
+    state.run_from_us = at;
+  } else {
+    state.run_from_us = std::min(state.run_from_us, at);
+  }
+}
+
 // Drops entries that left the window at `now`; compacts once the dropped
-// prefix is as long as the log.
+// prefix is as long as the log. A carried overshoot held in full is dropped.
 void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs now) {
+  if (state.carried > 0 && carried_left(state, params, now) == 0) state.carried = 0;
   const Log log = SlidingLog::log(state);
   const auto live = first_live(log, params, now);
   for (auto it = log.begin(); it != live; ++it) state.total -= it->units;
@@ -105,12 +143,21 @@ std::int64_t SlidingLog::units_in_window(const State& state, const Params& param
   return units_from(state, entries, first_live(entries, params, now));
 }
 
+std::int64_t SlidingLog::held_units(const State& state, const Params& params, TimeUs now) {
+  // Held from the carry on: in the run's first period no entry leaves, and
+  // the window is over the limit anyway, so holding there costs nothing,
+  // and a hold that only falls keeps time from ever hurting.
+  if (state.carried == 0) return 0;
+  return std::min(carried_left(state, params, now), held_per_period(params));
+}
+
 Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int64_t cost,
                              TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
   const Log entries = log(state);
   const auto live = first_live(entries, params, now);
-  const i128 in_window = units_from(state, entries, live);
+  const std::int64_t held = held_units(state, params, now);
+  const i128 in_window = units_from(state, entries, live) + held;
   const i128 wanted = in_window + cost;
 
   Verdict v;
@@ -119,22 +166,39 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
   v.remaining = detail::non_negative(params.limit - (v.allowed ? wanted : in_window));
   TimeUs newest = live == entries.end() ? now - params.period_us : entries.back().at_us;
   if (v.allowed && cost > 0) newest = std::max(newest, now);
-  v.reset_after_us = detail::non_negative(static_cast<i128>(newest) + params.period_us - now);
+  i128 reset_at = static_cast<i128>(newest) + params.period_us;
+  if (state.carried > 0) {
+    // The last period that holds part of the carried overshoot ends then.
+    const std::int64_t per = held_per_period(params);
+    reset_at = std::max(reset_at, static_cast<i128>(holding_from(state, params)) +
+                                      i128{(state.carried + per - 1) / per} * params.period_us);
+  }
+  v.reset_after_us = detail::non_negative(reset_at - now);
   if (!v.allowed) {
     v.excess = detail::non_negative(wanted - params.limit);
     if (cost > params.limit) {
       v.retry_after_us = -1;
     } else {
-      // Expire the oldest entries until the cost fits.
-      i128 left = in_window;
+      // The first time the cost fits: as the oldest entries leave, or a
+      // period of the carried overshoot's holding ends (at most five).
+      i128 left = in_window - held;
       auto it = live;
-      while (left + cost > params.limit) {
-        assert(it != entries.end());
-        left -= it->units;
-        ++it;
+      TimeUs at = now;
+      while (left + held_units(state, params, at) + cost > params.limit) {
+        const TimeUs leaves = it != entries.end() ? it->at_us + params.period_us : kNever;
+        TimeUs holding_ends = kNever;
+        if (carried_left(state, params, at) > 0) {
+          holding_ends = at < holding_from(state, params) ? holding_from(state, params)
+                                                          : holding_period_end(state, params, at);
+        }
+        assert(leaves != kNever || holding_ends != kNever);
+        at = std::min(leaves, holding_ends);
+        if (leaves == at) {
+          left -= it->units;
+          ++it;
+        }
       }
-      v.retry_after_us =
-          detail::non_negative(static_cast<i128>((it - 1)->at_us) + params.period_us - now);
+      v.retry_after_us = detail::non_negative(static_cast<i128>(at) - now);
     }
   }
   return v;
@@ -143,6 +207,7 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
 Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
   expire(state, params, now);
+  if (cost > 0) note_run(state, params, now);
   // Stamped no earlier than the newest entry: a clock that went back takes
   // the newest time, so the log stays sorted and conservative.
   const Log entries = log(state);
@@ -152,15 +217,33 @@ Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost,
 
 void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t amount,
                                TimeUs at) {
+  charge_remote(state, params, amount, at, at);
+}
+
+void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs at,
+                               TimeUs now) {
+  assert(at <= now);
   // In its place, before newer entries if the news came late (an entry
   // already out of the window at `at` is dropped at the next expiry).
   expire(state, params, at);
+  if (amount <= 0) return;
+  note_run(state, params, at);
+  if (at > now - params.period_us && at < holding_from(state, params)) {
+    // In the run's first period: what overshoots the window at `now` is
+    // carried. Later, the run's older entries leaving the window while it
+    // is over the limit free no room, which repays it (docs/cluster.md, "A
+    // log's overshoot, carried").
+    const i128 in_window = units_in_window(state, params, now);
+    const i128 over = std::max<i128>(0, in_window + amount - params.limit) -
+                      std::max<i128>(0, in_window - params.limit);
+    state.carried = static_cast<std::int64_t>(std::min<i128>(state.carried + over, params.limit));
+  }
   insert_units(state, params, amount, at);
 }
 
 bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {
   const Log entries = log(state);
-  return first_live(entries, params, now) == entries.end();
+  return first_live(entries, params, now) == entries.end() && carried_left(state, params, now) == 0;
 }
 
 }  // namespace rlimit::core::algorithms

@@ -12,13 +12,27 @@
 // worst by denying early. A single node in hard mode never holds more than
 // `limit` entries in the window, so max_entries >= limit keeps it exact.
 //
+// In a cluster a window may hold more than `limit`: nodes admitted unheard
+// of each other, and remote news (charge_remote) brought the rest. Within a
+// run (units logged with no empty window between them) the window repays
+// that itself: the older entries that leave it while it is over the limit
+// free no room. Not in a run's first period (a key's cold start, a burst
+// after a quiet period), which has no older entries: that overshoot is
+// carried: held in the window a quarter of the limit a period (at least one
+// unit; at most a limit in all) from a period after the run began (and
+// before, where the window is over the limit anyway), so that the periods
+// after admit that much less, as the buckets repay an overshoot as a debt
+// (docs/cluster.md, "A log's overshoot, carried").
+// Alone a node never overshoots: nothing is carried.
+//
 // State is a vector of 16-byte entries and their total, not a small POD: plan
-// for 40 + 16 * max_entries bytes per busy key (up to twice that for the
+// for 56 + 16 * max_entries bytes per busy key (up to twice that for the
 // expired entries awaiting compaction). A decision costs a binary
 // search plus the entries expired since the last commit; a denial's
 // retry_after walks the oldest entries.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -51,6 +65,13 @@ struct SlidingLog {
     std::vector<Entry> buffer;
     std::int64_t total = 0;  // units in the log, at most 2^62
     std::uint32_t head = 0;
+    // The current run began then: its first units were logged into an
+    // empty window (nothing live, nothing carried left).
+    TimeUs run_from_us = 0;
+    // An overshoot in the run's first period, carried: units still to hold,
+    // a quarter of the limit a period (held_units) from a period after the
+    // run began; 0: none.
+    std::int64_t carried = 0;
   };
   static Replication replication(const Params&) { return Replication::kApproximate; }
 
@@ -68,11 +89,22 @@ struct SlidingLog {
   // learned it when the news has no age), in its place in the log. An
   // entry already out of the window is dropped at the next expiry.
   static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs at);
+  // The same, where this node's clock reads `now` (>= at): what the charge
+  // takes the window at `now` beyond the limit, in the run's first period,
+  // is carried (above).
+  static void charge_remote(State& state, const Params& params, std::int64_t amount, TimeUs at,
+                            TimeUs now);
   static bool is_idle(const State& state, const Params& params, TimeUs now);
 
   // Units logged in (now - period_us, now] (entries the clock has not reached
-  // yet count too).
+  // yet count too), not counting a carried overshoot's.
   static std::int64_t units_in_window(const State& state, const Params& params, TimeUs now);
+  // A carried overshoot's units held in the window at `now`.
+  static std::int64_t held_units(const State& state, const Params& params, TimeUs now);
+  // The most held in one period: a quarter of the limit, at least one unit.
+  static std::int64_t held_per_period(const Params& params) {
+    return std::max<std::int64_t>(1, params.limit / 4);
+  }
   // The log, oldest first.
   static std::span<const Entry> log(const State& state) {
     return std::span<const Entry>(state.buffer).subspan(state.head);

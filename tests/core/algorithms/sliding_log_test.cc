@@ -158,39 +158,71 @@ TEST(SlidingLogTest, RemoteConsumptionIsLoggedWhenLearned) {
   SlidingLog::charge_remote(s, p, 15, 200'000);  // debt: 19 of 10
   const Verdict v = SlidingLog::evaluate(s, p, 1, 300'000);
   EXPECT_FALSE(v.allowed);
-  EXPECT_EQ(v.excess, 10);
+  EXPECT_EQ(v.excess, 12);               // and 2 of the 9 over the limit held (the next test)
   EXPECT_EQ(v.retry_after_us, 900'000);  // both entries gone at 1.2 s
   EXPECT_EQ(SlidingLog::units_in_window(s, p, kUsPerSecond), 15);
-  EXPECT_TRUE(SlidingLog::evaluate(s, p, 10, 1'200'000).allowed);
+  // Both entries gone at 1.2 s, but 9 overshot the limit: 2 of them (a
+  // quarter of 10) are held there (the next test).
+  EXPECT_TRUE(SlidingLog::evaluate(s, p, 8, 1'200'000).allowed);
+  EXPECT_FALSE(SlidingLog::evaluate(s, p, 9, 1'200'000).allowed);
 }
 
-// A peer's consumption whose news came late is logged when it happened: in
-// its place before newer entries, so its slot frees a period after it was
-// taken, not a period after it was learned.
-TEST(SlidingLogTest, RemoteConsumptionIsLoggedWhenItHappened) {
-  const SlidingLog::Params p{10, kUsPerSecond, 10};
+// In a cluster a window may hold more than the limit (news of what others
+// admitted unheard of this node). In a run's first period (the units
+// logged since the window was last empty: a cold start) the overshoot is
+// carried: held a quarter of the limit a period from a period after the run
+// began until it is all held, so the periods after admit that much less,
+// as the buckets repay an overshoot as a debt. Later in a run it is not:
+// the older entries leaving while the window is over the limit repay it.
+// At most a limit in all; news already out of the window at `now`, or a
+// node alone (commits never overshoot), carries nothing.
+TEST(SlidingLogTest, AnOvershootInARunsFirstPeriodIsHeldAQuarterOfTheLimitAPeriod) {
+  const SlidingLog::Params p{8, kUsPerSecond, 16};
   SlidingLog::State s = SlidingLog::fresh(p, 0);
-  SlidingLog::commit(s, p, 2, 100'000);
-  SlidingLog::commit(s, p, 1, 300'000);
-  SlidingLog::charge_remote(s, p, 4, 50'000);   // before both
-  SlidingLog::charge_remote(s, p, 3, 200'000);  // between them
-  SlidingLog::charge_remote(s, p, 1, 100'000);  // at an entry's time: joins it
-  EXPECT_EQ(log_of(s), (std::vector<Entry>{{50'000, 4}, {100'000, 3}, {200'000, 3}, {300'000, 1}}));
-  EXPECT_EQ(SlidingLog::units_in_window(s, p, 300'000), 11);
-  // The early slots free first: at 1.05 s the 4 from 50 ms have left.
-  EXPECT_EQ(SlidingLog::units_in_window(s, p, 1'050'000), 7);
-  EXPECT_TRUE(SlidingLog::evaluate(s, p, 3, 1'050'000).allowed);
-  EXPECT_FALSE(SlidingLog::evaluate(s, p, 4, 1'050'000).allowed);
-  // News from before the window counts for nothing once the clock is past it.
-  SlidingLog::charge_remote(s, p, 5, -2 * kUsPerSecond);
-  EXPECT_EQ(SlidingLog::units_in_window(s, p, 300'000), 11);
-  // At the bound the cheapest neighbours still coalesce forward.
-  const SlidingLog::Params two{10, kUsPerSecond, 2};
-  SlidingLog::State b = SlidingLog::fresh(two, 0);
-  SlidingLog::commit(b, two, 1, 100'000);
-  SlidingLog::commit(b, two, 1, 500'000);
-  SlidingLog::charge_remote(b, two, 1, 90'000);
-  EXPECT_EQ(log_of(b), (std::vector<Entry>{{100'000, 2}, {500'000, 1}}));
+  SlidingLog::commit(s, p, 6, 100'000);                  // the run begins
+  SlidingLog::charge_remote(s, p, 5, 150'000, 200'000);  // 11 of 8: 3 over
+  EXPECT_EQ(s.carried, 3);
+  // Held from now, where it costs nothing (the window is over the limit
+  // until the run's first units leave at 1.1 s), so that time only helps.
+  EXPECT_EQ(SlidingLog::held_units(s, p, 200'000), 2);  // a quarter of 8
+  EXPECT_EQ(SlidingLog::held_units(s, p, 1'100'000), 2);
+  EXPECT_EQ(SlidingLog::held_units(s, p, 2'100'000), 1);  // the rest
+  EXPECT_EQ(SlidingLog::held_units(s, p, 3'100'000), 0);
+  // At 1.2 s both entries have left: 6 fit, not 7, until the period
+  // holding 2 ends at 2.1 s (the next holds 1); the last holding ends at
+  // 3.1 s.
+  EXPECT_TRUE(SlidingLog::evaluate(s, p, 6, 1'200'000).allowed);
+  const Verdict v = SlidingLog::evaluate(s, p, 7, 1'200'000);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.retry_after_us, 900'000);
+  EXPECT_TRUE(SlidingLog::evaluate(s, p, 7, 1'200'000 + v.retry_after_us).allowed);
+  EXPECT_EQ(v.reset_after_us, 1'900'000);
+  EXPECT_FALSE(SlidingLog::is_idle(s, p, 2'500'000));
+  EXPECT_TRUE(SlidingLog::is_idle(s, p, 3'100'000));
+  SlidingLog::commit(s, p, 1, 3'200'000);
+  EXPECT_EQ(s.carried, 0);  // held in full: dropped
+
+  // In a run's second period: not carried.
+  SlidingLog::State t = SlidingLog::fresh(p, 0);
+  for (TimeUs at = 0; at < 800'000; at += 100'000) SlidingLog::commit(t, p, 1, at);
+  SlidingLog::commit(t, p, 1, 1'050'000);                    // the first unit left at 1 s
+  SlidingLog::charge_remote(t, p, 2, 1'050'000, 1'060'000);  // 10 of 8
+  EXPECT_EQ(t.carried, 0);
+  EXPECT_EQ(SlidingLog::units_in_window(t, p, 1'060'000), 10);
+
+  // At most a limit in all; nothing for news already out of the window, or
+  // for a node's own commits.
+  SlidingLog::State big = SlidingLog::fresh(p, 0);
+  SlidingLog::charge_remote(big, p, 100, 0, 0);
+  EXPECT_EQ(big.carried, 8);
+  SlidingLog::State old = SlidingLog::fresh(p, 0);
+  SlidingLog::charge_remote(old, p, 100, 0, kUsPerSecond);
+  EXPECT_EQ(old.carried, 0);
+  SlidingLog::State alone = SlidingLog::fresh(p, 0);
+  for (TimeUs at = 0; at < 10 * kUsPerSecond; at += 10'000) {
+    if (SlidingLog::evaluate(alone, p, 1, at).allowed) SlidingLog::commit(alone, p, 1, at);
+  }
+  EXPECT_EQ(alone.carried, 0);
 }
 
 TEST(SlidingLogTest, ClockSteppingBackStampsAtTheNewestTime) {
