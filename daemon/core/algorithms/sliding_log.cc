@@ -74,7 +74,7 @@ TimeUs holding_period_end(const SlidingLog::State& state, const SlidingLog::Para
 // then dropped: into an empty window (nothing live, nothing carried left)
 // they begin a run; before the run's first units, they begin it earlier.
 void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs at) {
-  if (SlidingLog::log(state).empty() && carried_left(state, params, at) == 0) {
+  if (state.head == state.buffer.size() && carried_left(state, params, at) == 0) {
     state.carried = 0;
     state.run_from_us = at;
   } else {
@@ -151,12 +151,18 @@ std::int64_t SlidingLog::held_units(const State& state, const Params& params, Ti
   return std::min(carried_left(state, params, now), held_per_period(params));
 }
 
-Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int64_t cost,
-                             TimeUs now) {
+namespace {
+
+// evaluate(), with a carried overshoot held (kHolding) or none (the common
+// case, kept as lean as before the hold).
+template <bool kHolding>
+Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& params,
+                     std::int64_t cost, TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
-  const Log entries = log(state);
+  assert(kHolding == (state.carried > 0));
+  const Log entries = SlidingLog::log(state);
   const auto live = first_live(entries, params, now);
-  const std::int64_t held = held_units(state, params, now);
+  const std::int64_t held = kHolding ? SlidingLog::held_units(state, params, now) : 0;
   const i128 in_window = units_from(state, entries, live) + held;
   const i128 wanted = in_window + cost;
 
@@ -167,9 +173,9 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
   TimeUs newest = live == entries.end() ? now - params.period_us : entries.back().at_us;
   if (v.allowed && cost > 0) newest = std::max(newest, now);
   i128 reset_at = static_cast<i128>(newest) + params.period_us;
-  if (state.carried > 0) {
+  if constexpr (kHolding) {
     // The last period that holds part of the carried overshoot ends then.
-    const std::int64_t per = held_per_period(params);
+    const std::int64_t per = SlidingLog::held_per_period(params);
     reset_at = std::max(reset_at, static_cast<i128>(holding_from(state, params)) +
                                       i128{(state.carried + per - 1) / per} * params.period_us);
   }
@@ -178,13 +184,24 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
     v.excess = detail::non_negative(wanted - params.limit);
     if (cost > params.limit) {
       v.retry_after_us = -1;
+    } else if constexpr (!kHolding) {
+      // Expire the oldest entries until the cost fits.
+      i128 left = in_window;
+      auto it = live;
+      while (left + cost > params.limit) {
+        assert(it != entries.end());
+        left -= it->units;
+        ++it;
+      }
+      v.retry_after_us =
+          detail::non_negative(static_cast<i128>((it - 1)->at_us) + params.period_us - now);
     } else {
       // The first time the cost fits: as the oldest entries leave, or a
       // period of the carried overshoot's holding ends (at most five).
       i128 left = in_window - held;
       auto it = live;
       TimeUs at = now;
-      while (left + held_units(state, params, at) + cost > params.limit) {
+      while (left + SlidingLog::held_units(state, params, at) + cost > params.limit) {
         const TimeUs leaves = it != entries.end() ? it->at_us + params.period_us : kNever;
         TimeUs holding_ends = kNever;
         if (carried_left(state, params, at) > 0) {
@@ -202,6 +219,14 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
     }
   }
   return v;
+}
+
+}  // namespace
+
+Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int64_t cost,
+                             TimeUs now) {
+  return state.carried > 0 ? evaluate_log<true>(state, params, cost, now)
+                           : evaluate_log<false>(state, params, cost, now);
 }
 
 Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
@@ -236,7 +261,8 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
     const i128 in_window = units_in_window(state, params, now);
     const i128 over = std::max<i128>(0, in_window + amount - params.limit) -
                       std::max<i128>(0, in_window - params.limit);
-    state.carried = static_cast<std::int64_t>(std::min<i128>(state.carried + over, params.limit));
+    state.carried = static_cast<std::int32_t>(
+        std::min<i128>({state.carried + over, params.limit, kMaxCarried}));
   }
   insert_units(state, params, amount, at);
 }

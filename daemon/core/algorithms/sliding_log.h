@@ -19,14 +19,14 @@
 // free no room. Not in a run's first period (a key's cold start, a burst
 // after a quiet period), which has no older entries: that overshoot is
 // carried: held in the window a quarter of the limit a period (at least one
-// unit; at most a limit in all) from a period after the run began (and
+// unit; at most a limit, or kMaxCarried, in all) from a period after the run began (and
 // before, where the window is over the limit anyway), so that the periods
 // after admit that much less, as the buckets repay an overshoot as a debt
 // (docs/cluster.md, "A log's overshoot, carried").
 // Alone a node never overshoots: nothing is carried.
 //
 // State is a vector of 16-byte entries and their total, not a small POD: plan
-// for 56 + 16 * max_entries bytes per busy key (up to twice that for the
+// for 48 + 16 * max_entries bytes per busy key (up to twice that for the
 // expired entries awaiting compaction). A decision costs a binary
 // search plus the entries expired since the last commit; a denial's
 // retry_after walks the oldest entries.
@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -65,14 +66,17 @@ struct SlidingLog {
     std::vector<Entry> buffer;
     std::int64_t total = 0;  // units in the log, at most 2^62
     std::uint32_t head = 0;
+    // An overshoot in the run's first period, carried: units still to hold,
+    // a quarter of the limit a period (held_units) from a period after the
+    // run began; 0: none. At most kMaxCarried (in the padding after `head`:
+    // the state is 48 bytes).
+    std::int32_t carried = 0;
     // The current run began then: its first units were logged into an
     // empty window (nothing live, nothing carried left).
     TimeUs run_from_us = 0;
-    // An overshoot in the run's first period, carried: units still to hold,
-    // a quarter of the limit a period (held_units) from a period after the
-    // run began; 0: none.
-    std::int64_t carried = 0;
   };
+  // The most units carried (a limit, or this if less).
+  static constexpr std::int64_t kMaxCarried = std::numeric_limits<std::int32_t>::max();
   static Replication replication(const Params&) { return Replication::kApproximate; }
 
   static const char* validate(const Params& params);
