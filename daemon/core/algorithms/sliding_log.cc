@@ -197,7 +197,8 @@ Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& p
           detail::non_negative(static_cast<i128>((it - 1)->at_us) + params.period_us - now);
     } else {
       // The first time the cost fits: as the oldest entries leave, or a
-      // period of the carried overshoot's holding ends (at most five).
+      // period of the carried overshoot's holding ends (at most seven: a
+      // limit held a quarter of it, rounded down, a period).
       i128 left = in_window - held;
       auto it = live;
       TimeUs at = now;
@@ -252,7 +253,9 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
   // already out of the window at `at` is dropped at the next expiry).
   expire(state, params, at);
   if (amount <= 0) return;
-  note_run(state, params, at);
+  // News already out of the window at `now` begins no run and overshoots
+  // nothing (it is dropped at the next expiry).
+  if (at > now - params.period_us) note_run(state, params, at);
   if (at > now - params.period_us && at < holding_from(state, params)) {
     // In the run's first period: what overshoots the window at `now` is
     // carried. Later, the run's older entries leaving the window while it
