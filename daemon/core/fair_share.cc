@@ -292,7 +292,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // 9.04% of the ideal (-1.29% without) when a young node at a new burst
   // was thinned wherever 6 origins had an entry and a key once thinned was
   // thinned at every epoch.
-  // A sliding log repays no overshoot: there every node counts every live
+  // A sliding log repays no burst's overshoot (it carries only a run's
+  // first period's, SlidingLog): there every node counts every live
   // node in the crowd at a new burst, young here or not, and a new burst is
   // one its entries show began within a horizon (ShareInputs::new_burst),
   // not only a quiet key. Each node asks about one request of a key a burst

@@ -139,8 +139,9 @@ struct ShareInputs {
   bool new_burst = false;
   // The algorithm repays what it admits beyond its pool as a debt (the
   // buckets, GCRA, the fixed window); a sliding log or window frees what it
-  // admitted a period later whatever the cluster admitted meanwhile: an
-  // overshoot stays one (the Limiter's remembers_when).
+  // admitted a period later whatever the cluster admitted meanwhile: a
+  // burst's overshoot stays one (the Limiter's remembers_when; a log
+  // carries only its runs' first periods', SlidingLog).
   bool repays_overshoot = true;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum

@@ -125,7 +125,7 @@ class Ledger {
   // node that has no share of the key yet, and so noted no wake, can know
   // of one (each origin's entry holds its newest consumption only: an
   // origin that spent in both bursts counts in the newest). Sorts a copy of
-  // the entries' times: for a key's first epoch here, not for every request.
+  // the entries' times: for an epoch's start, not for every request.
   static TimeUs burst_woke_us(const KeyState& state, TimeUs quiet_us);
   // What one merge did.
   struct Merged {
