@@ -48,9 +48,10 @@ void coalesce_once(SlidingLog::State& state) {
 }
 
 // When a carried overshoot's holding begins: a period after the run began,
-// when the run's first units leave the window.
+// when the run's first units leave the window; or at the run's start, for
+// a carry the last run left.
 TimeUs holding_from(const SlidingLog::State& state, const SlidingLog::Params& params) {
-  return state.run_from_us + params.period_us;
+  return state.run_from_us + (state.holds_from_start ? 0 : params.period_us);
 }
 
 // A carried overshoot's units not yet held at `now`, the current period's
@@ -63,6 +64,24 @@ std::int64_t carried_left(const SlidingLog::State& state, const SlidingLog::Para
   return static_cast<std::int64_t>(std::max<i128>(0, left));
 }
 
+// When the carry is forgotten if no run holds it (kCarryWaitsPeriods).
+TimeUs carry_forgotten_at(const SlidingLog::State& state, const SlidingLog::Params& params) {
+  return state.run_from_us + SlidingLog::kCarryWaitsPeriods * params.period_us;
+}
+
+// The carry's units left at `now` as the next decision sees them: the
+// holding's periods count while the run's entries are live (until the
+// newest leaves: then it waits for the next run, note_run), and none once
+// forgotten.
+std::int64_t carry_waiting(const SlidingLog::State& state, const SlidingLog::Params& params,
+                           TimeUs now) {
+  if (state.carried == 0 || now >= carry_forgotten_at(state, params)) return 0;
+  if (state.carry_waits) return state.carried;
+  const Log log = SlidingLog::log(state);
+  const TimeUs live_until = log.empty() ? now : log.back().at_us + params.period_us;
+  return carried_left(state, params, std::min(now, live_until));
+}
+
 // The end of the period holding a carried overshoot at `now` (>= holding_from).
 TimeUs holding_period_end(const SlidingLog::State& state, const SlidingLog::Params& params,
                           TimeUs now) {
@@ -71,23 +90,33 @@ TimeUs holding_period_end(const SlidingLog::State& state, const SlidingLog::Para
 }
 
 // Units are about to be logged at `at`, the entries that left the window by
-// then dropped: into an empty window (nothing live, nothing carried left)
-// they begin a run; before the run's first units, they begin it earlier.
+// then dropped: into an empty window they begin a run, which holds from its
+// start what the last run left waiting (expire); before the run's first
+// units, they begin it earlier.
 void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs at) {
-  if (state.head == state.buffer.size() && carried_left(state, params, at) == 0) {
-    state.carried = 0;
-    state.run_from_us = at;
-  } else {
+  if (state.head != state.buffer.size()) {
     state.run_from_us = std::min(state.run_from_us, at);
+    return;
   }
+  const bool inherits = state.carry_waits && at < carry_forgotten_at(state, params);
+  if (!inherits) state.carried = 0;
+  state.holds_from_start = inherits ? 1 : 0;
+  state.carry_waits = 0;
+  state.run_from_us = at;
 }
 
 // Drops entries that left the window at `now`; compacts once the dropped
-// prefix is as long as the log. A carried overshoot held in full is dropped.
+// prefix is as long as the log. A run whose entries all left settles its
+// carry: what its live periods did not hold waits for the next run (a
+// run's holding periods count while its entries are live).
 void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs now) {
-  if (state.carried > 0 && carried_left(state, params, now) == 0) state.carried = 0;
   const Log log = SlidingLog::log(state);
   const auto live = first_live(log, params, now);
+  if (live == log.end() && !log.empty() && state.carried > 0 && !state.carry_waits) {
+    state.carried =
+        static_cast<std::int32_t>(carried_left(state, params, log.back().at_us + params.period_us));
+    state.carry_waits = 1;
+  }
   for (auto it = log.begin(); it != live; ++it) state.total -= it->units;
   state.head += static_cast<std::uint32_t>(live - log.begin());
   if (state.head > 0 && std::size_t{state.head} * 2 >= state.buffer.size()) {
@@ -148,7 +177,7 @@ std::int64_t SlidingLog::held_units(const State& state, const Params& params, Ti
   // the window is over the limit anyway, so holding there costs nothing,
   // and a hold that only falls keeps time from ever hurting.
   if (state.carried == 0) return 0;
-  return std::min(carried_left(state, params, now), held_per_period(params));
+  return std::min(carry_waiting(state, params, now), held_per_period(params));
 }
 
 namespace {
@@ -174,10 +203,30 @@ Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& p
   if (v.allowed && cost > 0) newest = std::max(newest, now);
   i128 reset_at = static_cast<i128>(newest) + params.period_us;
   if constexpr (kHolding) {
-    // The last period that holds part of the carried overshoot ends then.
-    const std::int64_t per = SlidingLog::held_per_period(params);
-    reset_at = std::max(reset_at, static_cast<i128>(holding_from(state, params)) +
-                                      i128{(state.carried + per - 1) / per} * params.period_us);
+    // A carry its run's live periods do not hold in full waits, and is
+    // forgotten kCarryWaitsPeriods after the run began (is_idle): the state
+    // as a commit here leaves it (note_run, expire).
+    const std::int64_t waiting = carry_waiting(state, params, now);
+    if (waiting > 0) {
+      const bool commits = v.allowed && cost > 0;
+      const bool new_run = commits && live == entries.end();
+      SlidingLog::State after;  // the carry's fields only
+      after.carried = static_cast<std::int32_t>(new_run ? waiting : state.carried);
+      after.holds_from_start = new_run ? 1 : state.holds_from_start;
+      after.carry_waits = new_run ? 0 : state.carry_waits;
+      after.run_from_us = !commits  ? state.run_from_us
+                          : new_run ? now
+                                    : std::min(state.run_from_us, now);
+      // When the run's newest entry leaves (this commit's, if it commits).
+      TimeUs newest_entry = entries.empty() ? now : entries.back().at_us;
+      if (commits) newest_entry = std::max(newest_entry, now);
+      const TimeUs live_until = newest_entry + params.period_us;
+      const bool waits = after.carry_waits || carried_left(after, params, live_until) > 0;
+      // (Held in full while the entries are live: idle when they have left.)
+      if (waits) {
+        reset_at = std::max(reset_at, static_cast<i128>(carry_forgotten_at(after, params)));
+      }
+    }
   }
   v.reset_after_us = detail::non_negative(reset_at - now);
   if (!v.allowed) {
@@ -196,18 +245,23 @@ Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& p
       v.retry_after_us =
           detail::non_negative(static_cast<i128>((it - 1)->at_us) + params.period_us - now);
     } else {
-      // The first time the cost fits: as the oldest entries leave, or a
+      // The first time the cost fits: as the oldest entries leave, a
       // period of the carried overshoot's holding ends (at most seven: a
-      // limit held a quarter of it, rounded down, a period).
+      // limit held a quarter of it, rounded down, a period), or the carry
+      // is forgotten.
       i128 left = in_window - held;
       auto it = live;
       TimeUs at = now;
       while (left + SlidingLog::held_units(state, params, at) + cost > params.limit) {
         const TimeUs leaves = it != entries.end() ? it->at_us + params.period_us : kNever;
-        TimeUs holding_ends = kNever;
-        if (carried_left(state, params, at) > 0) {
-          holding_ends = at < holding_from(state, params) ? holding_from(state, params)
-                                                          : holding_period_end(state, params, at);
+        // The held units fall at the end of a holding period while the
+        // run's entries are live, and to none when the carry is forgotten.
+        TimeUs holding_ends =
+            carry_forgotten_at(state, params) > at ? carry_forgotten_at(state, params) : kNever;
+        if (it != entries.end() && carried_left(state, params, at) > 0) {
+          holding_ends = std::min(holding_ends, at < holding_from(state, params)
+                                                    ? holding_from(state, params)
+                                                    : holding_period_end(state, params, at));
         }
         assert(leaves != kNever || holding_ends != kNever);
         at = std::min(leaves, holding_ends);
@@ -256,7 +310,7 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
   // News already out of the window at `now` begins no run and overshoots
   // nothing (it is dropped at the next expiry).
   if (at > now - params.period_us) note_run(state, params, at);
-  if (at > now - params.period_us && at < holding_from(state, params)) {
+  if (at > now - params.period_us && at < state.run_from_us + params.period_us) {
     // In the run's first period: what overshoots the window at `now` is
     // carried. Later, the run's older entries leaving the window while it
     // is over the limit free no room, which repays it (docs/cluster.md, "A
@@ -272,7 +326,9 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
 
 bool SlidingLog::is_idle(const State& state, const Params& params, TimeUs now) {
   const Log entries = log(state);
-  return first_live(entries, params, now) == entries.end() && carried_left(state, params, now) == 0;
+  // A carry waits for the next run (note_run) up to kCarryWaitsPeriods.
+  return first_live(entries, params, now) == entries.end() &&
+         carry_waiting(state, params, now) == 0;
 }
 
 }  // namespace rlimit::core::algorithms

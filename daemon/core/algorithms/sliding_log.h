@@ -19,11 +19,14 @@
 // free no room. Not in a run's first period (a key's cold start, a burst
 // after a quiet period), which has no older entries: that overshoot is
 // carried: held in the window a quarter of the limit a period (at least one
-// unit; at most a limit, or kMaxCarried, in all) from a period after the run began (and
-// before, where the window is over the limit anyway), so that the periods
-// after admit that much less, as the buckets repay an overshoot as a debt
-// (docs/cluster.md, "A log's overshoot, carried").
-// Alone a node never overshoots: nothing is carried.
+// unit; at most a limit, or kMaxCarried, in all) from a period after the
+// run began (and before, where the window is over the limit anyway), so
+// that the periods after admit that much less, as the buckets repay an
+// overshoot as a debt. The holding periods count while the run's entries
+// are live; what a run leaves waits for the next run, which holds it from
+// its start, for up to kCarryWaitsPeriods after the last run began
+// (docs/cluster.md, "A log's overshoot, carried"). Alone a node never
+// overshoots: nothing is carried.
 //
 // State is a vector of 16-byte entries and their total, not a small POD: plan
 // for 48 + 16 * max_entries bytes per busy key (up to twice that for the
@@ -65,18 +68,27 @@ struct SlidingLog {
     // `head` were dropped and await compaction (amortised O(1) per drop).
     std::vector<Entry> buffer;
     std::int64_t total = 0;  // units in the log, at most 2^62
-    std::uint32_t head = 0;
-    // An overshoot in the run's first period, carried: units still to hold,
-    // a quarter of the limit a period (held_units) from a period after the
-    // run began; 0: none. At most kMaxCarried (in the padding after `head`:
-    // the state is 48 bytes).
+    std::uint32_t head : 30 = 0;
+    // The run holds a carried overshoot from its start (one left when the
+    // last run ended), not from a period after it.
+    std::uint32_t holds_from_start : 1 = 0;
+    // The run ended (its entries left) with `carried` still to hold: it
+    // waits for the next run (settled, no longer counted down).
+    std::uint32_t carry_waits : 1 = 0;
+    // An overshoot carried (a run's first period's, or the last run's left
+    // waiting): units still to hold, a quarter of the limit a period
+    // (held_units); 0: none. At most kMaxCarried (with the bits above, in
+    // the padding after the total: the state is 48 bytes).
     std::int32_t carried = 0;
     // The current run began then: its first units were logged into an
-    // empty window (nothing live, nothing carried left).
+    // empty window.
     TimeUs run_from_us = 0;
   };
   // The most units carried (a limit, or this if less).
   static constexpr std::int64_t kMaxCarried = std::numeric_limits<std::int32_t>::max();
+  // A carry left when a run ends waits for the next run for this many
+  // periods from the run's start; a key quiet for longer forgets it.
+  static constexpr std::int64_t kCarryWaitsPeriods = 16;
   static Replication replication(const Params&) { return Replication::kApproximate; }
 
   static const char* validate(const Params& params);

@@ -171,11 +171,14 @@ TEST(SlidingLogTest, RemoteConsumptionIsLoggedWhenLearned) {
 // admitted unheard of this node). In a run's first period (the units
 // logged since the window was last empty: a cold start) the overshoot is
 // carried: held a quarter of the limit a period from a period after the run
-// began until it is all held, so the periods after admit that much less,
-// as the buckets repay an overshoot as a debt. Later in a run it is not:
-// the older entries leaving while the window is over the limit repay it.
-// At most a limit in all; news already out of the window at `now`, or a
-// node alone (commits never overshoot), carries nothing.
+// began, the periods counting while the run's entries are live; what they
+// did not hold waits for the next run, which holds it from its start, for
+// up to kCarryWaitsPeriods from the last run's start. So the periods after
+// admit that much less, as the buckets repay an overshoot as a debt. Later
+// in a run it is not carried: the older entries leaving while the window
+// is over the limit repay it. At most a limit in all; news already out of
+// the window at `now`, or a node alone (commits never overshoot), carries
+// nothing.
 TEST(SlidingLogTest, AnOvershootInARunsFirstPeriodIsHeldAQuarterOfTheLimitAPeriod) {
   const SlidingLog::Params p{8, kUsPerSecond, 16};
   SlidingLog::State s = SlidingLog::fresh(p, 0);
@@ -183,24 +186,39 @@ TEST(SlidingLogTest, AnOvershootInARunsFirstPeriodIsHeldAQuarterOfTheLimitAPerio
   SlidingLog::charge_remote(s, p, 5, 150'000, 200'000);  // 11 of 8: 3 over
   EXPECT_EQ(s.carried, 3);
   // Held from now, where it costs nothing (the window is over the limit
-  // until the run's first units leave at 1.1 s), so that time only helps.
+  // until the run's first units leave at 1.1 s), so that time only helps;
+  // the run's entries leave by 1.15 s, before a holding period ends: all 3
+  // wait for the next run, 2 held meanwhile, until forgotten at 16.1 s.
   EXPECT_EQ(SlidingLog::held_units(s, p, 200'000), 2);  // a quarter of 8
   EXPECT_EQ(SlidingLog::held_units(s, p, 1'100'000), 2);
-  EXPECT_EQ(SlidingLog::held_units(s, p, 2'100'000), 1);  // the rest
-  EXPECT_EQ(SlidingLog::held_units(s, p, 3'100'000), 0);
-  // At 1.2 s both entries have left: 6 fit, not 7, until the period
-  // holding 2 ends at 2.1 s (the next holds 1); the last holding ends at
-  // 3.1 s.
+  EXPECT_EQ(SlidingLog::held_units(s, p, 5'000'000), 2);
+  EXPECT_EQ(SlidingLog::held_units(s, p, 16'100'000), 0);
   EXPECT_TRUE(SlidingLog::evaluate(s, p, 6, 1'200'000).allowed);
   const Verdict v = SlidingLog::evaluate(s, p, 7, 1'200'000);
   EXPECT_FALSE(v.allowed);
-  EXPECT_EQ(v.retry_after_us, 900'000);
-  EXPECT_TRUE(SlidingLog::evaluate(s, p, 7, 1'200'000 + v.retry_after_us).allowed);
-  EXPECT_EQ(v.reset_after_us, 1'900'000);
+  EXPECT_EQ(v.retry_after_us, 14'900'000);
+  EXPECT_EQ(v.reset_after_us, 14'900'000);
   EXPECT_FALSE(SlidingLog::is_idle(s, p, 2'500'000));
-  EXPECT_TRUE(SlidingLog::is_idle(s, p, 3'100'000));
+  EXPECT_TRUE(SlidingLog::is_idle(s, p, 16'100'000));
+  // The next run, at 3.2 s, holds it from its start: 2 in its first period;
+  // its entry live through it, 1 in the next.
   SlidingLog::commit(s, p, 1, 3'200'000);
-  EXPECT_EQ(s.carried, 0);  // held in full: dropped
+  EXPECT_EQ(s.carried, 3);
+  EXPECT_EQ(SlidingLog::held_units(s, p, 3'300'000), 2);
+  EXPECT_TRUE(SlidingLog::evaluate(s, p, 5, 3'300'000).allowed);
+  EXPECT_FALSE(SlidingLog::evaluate(s, p, 6, 3'300'000).allowed);
+  SlidingLog::commit(s, p, 1, 4'150'000);  // live through 5.15 s
+  EXPECT_EQ(SlidingLog::held_units(s, p, 4'300'000), 1);
+  // Its second holding period did not end while an entry was live: the 1
+  // left waits for the next run, and is forgotten 16 periods after this
+  // run's start, at 19.2 s.
+  EXPECT_EQ(SlidingLog::held_units(s, p, 5'300'000), 1);
+  SlidingLog::commit(s, p, 1, 6'000'000);
+  EXPECT_EQ(s.carried, 1);
+  EXPECT_EQ(SlidingLog::held_units(s, p, 6'100'000), 1);
+  SlidingLog::State quiet = s;
+  SlidingLog::commit(quiet, p, 1, 30'000'000);  // after 16 periods: forgotten
+  EXPECT_EQ(quiet.carried, 0);
 
   // In a run's second period: not carried.
   SlidingLog::State t = SlidingLog::fresh(p, 0);
