@@ -312,9 +312,10 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
   if (at > now - params.period_us) note_run(state, params, at);
   if (at > now - params.period_us && at < state.run_from_us + params.period_us) {
     // In the run's first period: what overshoots the window at `now` is
-    // carried. Later, the run's older entries leaving the window while it
-    // is over the limit free no room, which repays it (docs/cluster.md, "A
-    // log's overshoot, carried").
+    // carried. Later in a run it is not: older entries leaving the window
+    // while it is over the limit free no room, which repays it where they
+    // leave soon after (a saturated window), though not a later burst's
+    // (docs/cluster.md, "A log's overshoot, carried": the open question).
     const i128 in_window = units_in_window(state, params, now);
     const i128 over = std::max<i128>(0, in_window + amount - params.limit) -
                       std::max<i128>(0, in_window - params.limit);

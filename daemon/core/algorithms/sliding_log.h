@@ -14,10 +14,11 @@
 //
 // In a cluster a window may hold more than `limit`: nodes admitted unheard
 // of each other, and remote news (charge_remote) brought the rest. Within a
-// run (units logged with no empty window between them) the window repays
-// that itself: the older entries that leave it while it is over the limit
-// free no room. Not in a run's first period (a key's cold start, a burst
-// after a quiet period), which has no older entries: that overshoot is
+// run (units logged with no empty window between them) a saturated window
+// repays that itself: the older entries that leave it soon after, while it
+// is over the limit, free no room (a later burst's overshoot stays: not
+// carried). Not in a run's first period (a key's cold start, a burst after
+// a quiet period), which has no older entries: that overshoot is
 // carried: held in the window a quarter of the limit a period (at least one
 // unit; at most a limit, or kMaxCarried, in all) from a period after the
 // run began (and before, where the window is over the limit anyway), so
