@@ -271,7 +271,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // has its credit for the room a share refused: 300 ms bursts at 200
   // nodes went from +0.23% to -1.14% of the ideal with it.
   // At a new burst (the key's entries quiet for a horizon: ShareInputs::
-  // quiet) the crowd is larger than the origins show. A node meeting the key
+  // new_burst) the crowd is larger than the origins show. A node meeting the key
   // there (young here) has heard only of the last burst's spenders, about
   // as many as its pool held, while every live node may be about to ask: it
   // counts every live node in the crowd. Such nodes kept 1,248 of the 1,659

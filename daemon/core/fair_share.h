@@ -459,7 +459,7 @@ class FairShare {
   std::uint32_t epoch_us_ : 24 = 0;
   // A crowd's first requests were thinned here (start_epoch's gate held),
   // and since then at least kDenseRequests origins have had an entry: they
-  // still are at a new burst (ShareInputs::quiet), however few spent in the
+  // still are at a new burst (ShareInputs::new_burst), however few spent in the
   // last one.
   std::uint32_t crowd_thinned_ : 1 = 0;
   std::uint32_t crowded_ : 1 = 0;  // crowded(): while dense

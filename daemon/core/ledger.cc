@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <functional>
+#include <limits>
 
 #include "core/stable_hash.h"
 
@@ -109,9 +109,7 @@ std::uint32_t Ledger::behind_ms(const KeyState& state, const Entry& e) {
 
 Ledger::RecentOthers Ledger::recent_others(const KeyState& state, TimeUs within_us, TimeUs burst_us,
                                            TimeUs before_us) {
-  const auto consumed_at = [&](const Entry& e) {
-    return state.consumed_at_us - TimeUs{1000} * behind_ms(state, e);
-  };
+  const auto consumed_at = [&](const Entry& e) { return consumed_at_us(state, e); };
   RecentOthers recent;
   TimeUs last_burst_us = -1;  // the newest consumption before `before_us`
   for (const Entry& e : state.entries) {
@@ -133,17 +131,21 @@ Ledger::RecentOthers Ledger::recent_others(const KeyState& state, TimeUs within_
           std::max(recent.in_burst, last_burst.in_burst)};
 }
 
-TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs quiet_us) {
-  std::vector<TimeUs> times;
-  times.reserve(state.entries.size());
+TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us) {
+  TimeUs woke_us = std::numeric_limits<TimeUs>::max();    // the oldest within quiet_us of now
+  TimeUs before_us = std::numeric_limits<TimeUs>::min();  // the newest before them
   for (const Entry& e : state.entries) {
-    times.push_back(state.consumed_at_us - TimeUs{1000} * behind_ms(state, e));
+    const TimeUs at = consumed_at_us(state, e);
+    if (now - at < quiet_us) {
+      woke_us = std::min(woke_us, at);
+    } else {
+      before_us = std::max(before_us, at);
+    }
   }
-  std::sort(times.begin(), times.end(), std::greater<>());
-  for (std::size_t i = 1; i < times.size(); ++i) {
-    if (times[i - 1] - times[i] >= quiet_us) return times[i - 1];
-  }
-  return 0;
+  const bool woke = woke_us != std::numeric_limits<TimeUs>::max() &&
+                    before_us != std::numeric_limits<TimeUs>::min() &&
+                    woke_us - before_us >= quiet_us;
+  return woke ? woke_us : 0;
 }
 
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {

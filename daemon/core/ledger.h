@@ -105,6 +105,11 @@ class Ledger {
   // 65 s reads as less (modulo 2^16 ms): the entry then passes for newer
   // than it is, which frees a log's slot later (conservative).
   static std::uint32_t behind_ms(const KeyState& state, const Entry& e);
+  // When entry `e`'s newest consumption happened, on our clock (from
+  // behind_ms: up to a millisecond later than it did).
+  static TimeUs consumed_at_us(const KeyState& state, const Entry& e) {
+    return state.consumed_at_us - TimeUs{1000} * behind_ms(state, e);
+  }
   // How many other origins (not this node's entries) consumed from the key
   // at about the same time: their newest consumption within `within_us` of
   // the key's newest; or, if more, of the newest before `before_us` (> 0:
@@ -118,15 +123,15 @@ class Ledger {
   };
   static RecentOthers recent_others(const KeyState& state, TimeUs within_us, TimeUs burst_us,
                                     TimeUs before_us);
-  // When the key's newest burst began, as its entries tell it: the oldest
-  // consumption of the newest run of them with no gap of `quiet_us` or more
-  // between neighbours, where an older consumption lies at least `quiet_us`
-  // before it (the burst followed a quiet spell); 0 where none does. What a
-  // node that has no share of the key yet, and so noted no wake, can know
-  // of one (each origin's entry holds its newest consumption only: an
-  // origin that spent in both bursts counts in the newest). Sorts a copy of
-  // the entries' times: for an epoch's start, not for every request.
-  static TimeUs burst_woke_us(const KeyState& state, TimeUs quiet_us);
+  // When a burst on the key began, as its entries tell it, if it began
+  // within `quiet_us` of `now` after a quiet spell: the oldest of the
+  // consumptions in (now - quiet_us, now], where the newest before them lies
+  // at least `quiet_us` before it; 0 otherwise. What a node that has no
+  // share of the key yet, and so noted no wake, can know of one (each
+  // origin's entry holds its newest consumption only: an origin that spent
+  // in both bursts counts in the newest). Reads every entry once: for an
+  // epoch's start, not for every request.
+  static TimeUs burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate
@@ -165,7 +170,7 @@ class Ledger {
   void set_wake_quiet_us(TimeUs quiet_us) { wake_quiet_us_ = quiet_us; }
   // The key's entries have not grown for wake_quiet_us_ (> 0) by `now`: its
   // next growth is a wake (FairShare::note_wake), and an epoch now starts a
-  // new burst on it (FairShare::ShareInputs::quiet).
+  // new burst on it (FairShare::ShareInputs::new_burst).
   bool quiet(const KeyState& state, TimeUs now) const {
     return wake_quiet_us_ > 0 && now - state.changed_us >= wake_quiet_us_;
   }

@@ -771,8 +771,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // sliding log repays no overshoot"). Its origins are counted from
       // then: a wake this node noted when news came may lie well after it.
       // (The sliding window thins no crowd: not there.)
-      const TimeUs burst_woke_us = Ledger::burst_woke_us(state, share_view_.horizon_us);
-      if (burst_woke_us > 0 && now - burst_woke_us < share_view_.horizon_us) {
+      const TimeUs burst_woke_us = Ledger::burst_woke_us(state, now, share_view_.horizon_us);
+      if (burst_woke_us > 0) {
         in.new_burst = true;
         woke_us = burst_woke_us;
       }

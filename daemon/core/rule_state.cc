@@ -214,6 +214,18 @@ R on_cell(const AlgorithmParams& params, F&& f) {
   });
 }
 
+// Remote consumption at `at`, learned at `now`: an algorithm that takes both
+// (the sliding log) gets both, the others `at`.
+template <class A>
+void charge_remote_of(typename A::State& state, const typename A::Params& p, std::int64_t amount,
+                      TimeUs at, TimeUs now) {
+  if constexpr (requires { A::charge_remote(state, p, amount, at, now); }) {
+    A::charge_remote(state, p, amount, at, now);
+  } else {
+    A::charge_remote(state, p, amount, at);
+  }
+}
+
 }  // namespace
 
 StateCell fresh_cell(const AlgorithmParams& params, TimeUs now) {
@@ -239,12 +251,7 @@ alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int
 void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
                         TimeUs at, TimeUs now) {
   on_cell<void>(params, [&]<class A>(const typename A::Params& p) {
-    auto& state = cell.as<typename A::State>();
-    if constexpr (requires { A::charge_remote(state, p, amount, at, now); }) {
-      A::charge_remote(state, p, amount, at, now);
-    } else {
-      A::charge_remote(state, p, amount, at);
-    }
+    charge_remote_of<A>(cell.as<typename A::State>(), p, amount, at, now);
   });
 }
 
@@ -285,12 +292,7 @@ alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::i
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
                          TimeUs at, TimeUs now) {
   visit_algorithm<void>(params, [&]<class A>(const typename A::Params& p) {
-    auto& s = std::get<typename A::State>(state);
-    if constexpr (requires { A::charge_remote(s, p, amount, at, now); }) {
-      A::charge_remote(s, p, amount, at, now);
-    } else {
-      A::charge_remote(s, p, amount, at);
-    }
+    charge_remote_of<A>(std::get<typename A::State>(state), p, amount, at, now);
   });
 }
 

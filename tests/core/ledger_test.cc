@@ -100,21 +100,24 @@ TEST(LedgerTest, RecentOthersAreThoseThatConsumedAtAboutTheSameTime) {
   EXPECT_EQ(counts(kSecondUs, 15 * kSecondUs - 100'000), std::pair(4u, 4u));
 }
 
-// Where the key's newest burst began, from its entries' consumption times:
-// the oldest of the newest run with no quiet gap inside, where an older
-// consumption lies a quiet spell before it; none without such a gap. This
-// node's entry counts as any other's.
+// Where a burst on the key began, from its entries' consumption times, if
+// it began within a quiet spell of now: the oldest consumption since then,
+// where an older one lies a quiet spell before it; none without such a gap,
+// nor once the burst is older than a quiet spell. This node's entry counts
+// as any other's.
 TEST(LedgerTest, ABurstWokeWhereItsEntriesFollowAQuietSpell) {
   constexpr TimeUs kQuietUs = 100'000;
   constexpr TimeUs kBurstUs = 10 * kUsPerSecond;
   Ledger ledger = started_at(kOurIncarnation);
   std::map<std::string, std::uint64_t> consumed;
+  TimeUs now = 0;
   const auto merged_at = [&](const char* origin, TimeUs at_us) {
+    now = at_us;
     ledger.merge("k", ledger.intern_origin(origin), kOurIncarnation + 1, ++consumed[origin], at_us,
                  at_us);
   };
-  const auto woke = [&] { return Ledger::burst_woke_us(*ledger.find("k"), kQuietUs); };
-  // The last burst: three origins 40 ms apart. One run, nothing before it.
+  const auto woke = [&] { return Ledger::burst_woke_us(*ledger.find("k"), now, kQuietUs); };
+  // The last burst: three origins 40 ms apart. Nothing before it.
   merged_at("a", kBurstUs - 1'000'000);
   merged_at("b", kBurstUs - 960'000);
   merged_at("c", kBurstUs - 920'000);
@@ -122,11 +125,15 @@ TEST(LedgerTest, ABurstWokeWhereItsEntriesFollowAQuietSpell) {
   // This burst, a second later: its first spender's news came.
   merged_at("d", kBurstUs);
   EXPECT_EQ(woke(), kBurstUs);
-  // More of it, and this node: the run's oldest still (read to the
-  // millisecond, up to one later: Ledger::behind_ms).
+  // More of it, and this node: its oldest still (read to the millisecond,
+  // up to one later: Ledger::behind_ms).
   merged_at("e", kBurstUs + 30'000);
-  ledger.add_local("k", 1, kBurstUs + 60'000);
+  now = kBurstUs + 60'000;
+  ledger.add_local("k", 1, now);
   EXPECT_NEAR(woke(), kBurstUs, 1'000);
+  // A quiet spell after it began, it is no longer new: "d" reads as before
+  // it, less than a spell from "e".
+  EXPECT_EQ(Ledger::burst_woke_us(*ledger.find("k"), kBurstUs + kQuietUs + 1'000, kQuietUs), 0);
   // Its origins spending again later in it moves nothing but their entries:
   // "a" joins this burst and "b", "c" stay in the last one.
   merged_at("a", kBurstUs + 90'000);

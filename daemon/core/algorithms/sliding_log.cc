@@ -90,11 +90,13 @@ TimeUs holding_period_end(const SlidingLog::State& state, const SlidingLog::Para
 }
 
 // Units are about to be logged at `at`, the entries that left the window by
-// then dropped: into an empty window they begin a run, which holds from its
-// start what the last run left waiting (expire); before the run's first
-// units, they begin it earlier.
-void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs at) {
-  if (state.head != state.buffer.size()) {
+// then dropped (and a run they ended settled, expire): into an empty window
+// (`window_empty`) they begin a run, which holds from its start what the
+// last run left waiting; before the run's first units, they begin it
+// earlier. Reads and writes only the run's and the carry's fields.
+void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs at,
+              bool window_empty) {
+  if (!window_empty) {
     state.run_from_us = std::min(state.run_from_us, at);
     return;
   }
@@ -209,14 +211,20 @@ Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& p
     const std::int64_t waiting = carry_waiting(state, params, now);
     if (waiting > 0) {
       const bool commits = v.allowed && cost > 0;
-      const bool new_run = commits && live == entries.end();
-      SlidingLog::State after;  // the carry's fields only
-      after.carried = static_cast<std::int32_t>(new_run ? waiting : state.carried);
-      after.holds_from_start = new_run ? 1 : state.holds_from_start;
-      after.carry_waits = new_run ? 0 : state.carry_waits;
-      after.run_from_us = !commits  ? state.run_from_us
-                          : new_run ? now
-                                    : std::min(state.run_from_us, now);
+      SlidingLog::State after;  // the run's and the carry's fields only
+      after.carried = state.carried;
+      after.holds_from_start = state.holds_from_start;
+      after.carry_waits = state.carry_waits;
+      after.run_from_us = state.run_from_us;
+      if (commits) {
+        const bool new_run = live == entries.end();
+        if (new_run) {
+          // As expire settles the run that ended: what waits.
+          after.carried = static_cast<std::int32_t>(waiting);
+          after.carry_waits = 1;
+        }
+        note_run(after, params, now, new_run);
+      }
       // When the run's newest entry leaves (this commit's, if it commits).
       TimeUs newest_entry = entries.empty() ? now : entries.back().at_us;
       if (commits) newest_entry = std::max(newest_entry, now);
@@ -287,7 +295,7 @@ Verdict SlidingLog::evaluate(const State& state, const Params& params, std::int6
 Ticket SlidingLog::commit(State& state, const Params& params, std::int64_t cost, TimeUs now) {
   assert(cost >= 0 && cost <= kMaxCost);
   expire(state, params, now);
-  if (cost > 0) note_run(state, params, now);
+  if (cost > 0) note_run(state, params, now, log(state).empty());
   // Stamped no earlier than the newest entry: a clock that went back takes
   // the newest time, so the log stays sorted and conservative.
   const Log entries = log(state);
@@ -309,7 +317,7 @@ void SlidingLog::charge_remote(State& state, const Params& params, std::int64_t 
   if (amount <= 0) return;
   // News already out of the window at `now` begins no run and overshoots
   // nothing (it is dropped at the next expiry).
-  if (at > now - params.period_us) note_run(state, params, at);
+  if (at > now - params.period_us) note_run(state, params, at, log(state).empty());
   if (at > now - params.period_us && at < state.run_from_us + params.period_us) {
     // In the run's first period: what overshoots the window at `now` is
     // carried. Later in a run it is not: older entries leaving the window
