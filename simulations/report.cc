@@ -109,6 +109,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
             " / " + std::to_string(c.share_debts_capped),
         "(a burst's debt the idle spell forgave, carried into the next)");
   }
+  if (c.share_credits_carried > 0) {
+    row(out, "fair shares: shortfalls credited / units",
+        std::to_string(c.share_credits_carried) + " / " +
+            std::to_string(c.share_credit_carried_units),
+        "(room a burst left while refusing, lost at the cap, credited to the next)");
+  }
   if (c.share_passes_thinned > 0) {
     row(out, "fair shares: first requests thinned", std::to_string(c.share_passes_thinned),
         "(epochs whose first request beyond the share a draw did not keep: a crowd)");
@@ -419,6 +425,8 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
       << ", \"share_debts_capped\": " << c.share_debts_capped
+      << ", \"share_credits_carried\": " << c.share_credits_carried
+      << ", \"share_credit_carried_units\": " << c.share_credit_carried_units
       << ", \"share_passes_thinned\": " << c.share_passes_thinned
       << ", \"remote_unknown_keys\": " << c.remote_unknown_keys
       << ", \"key_table_full\": " << c.key_table_full

@@ -66,6 +66,8 @@ struct CoreTotals {
   std::uint64_t share_debts_carried = 0;      // wakes carrying a forgiven debt
   std::uint64_t share_debt_carried_units = 0;  // units of forgiven debt carried
   std::uint64_t share_debts_capped = 0;        // forgiven debts held at their bound
+  std::uint64_t share_credits_carried = 0;     // wakes crediting a lost shortfall
+  std::uint64_t share_credit_carried_units = 0;  // units of lost shortfall credited
   std::uint64_t share_passes_thinned = 0;      // first requests a draw did not keep
   std::uint64_t remote_unknown_keys = 0;
   std::uint64_t key_table_full = 0;

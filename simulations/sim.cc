@@ -282,6 +282,8 @@ class Simulation {
     t.share_debts_carried += l.share_debts_carried;
     t.share_debt_carried_units += l.share_debt_carried_units;
     t.share_debts_capped += l.share_debts_capped;
+    t.share_credits_carried += l.share_credits_carried;
+    t.share_credit_carried_units += l.share_credit_carried_units;
     t.share_passes_thinned += l.share_passes_thinned;
     t.remote_unknown_keys += l.remote_unknown_keys;
     t.key_table_full += l.key_table_full;

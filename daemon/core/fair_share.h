@@ -65,7 +65,12 @@
 // news of it less a horizon, if later) is carried: this node shares out its
 // balance less that debt until the next wake (ShareInputs::carries_debt;
 // docs/cluster.md, "Fair shares": "A forgiven debt, carried"). A key new to
-// the cluster carries its first burst's alike.
+// the cluster carries its first burst's alike. The mirror, a lost shortfall:
+// a burst that left room while this node's share refused a request in it,
+// room the idle refill then lost at the cap, is credited to the next burst
+// (shared out on top of the balance), since one bucket would have admitted
+// it ("A lost shortfall, credited"). Either is at most a quarter of the
+// capacity.
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
@@ -78,6 +83,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "core/time.h"
 
@@ -268,6 +274,8 @@ class FairShare {
   // idle spell after the heal forgives, may be many bursts, and carrying it
   // all would silence the key's next bursts.
   static constexpr int kMaxDebtX8 = 2;
+  // And at most this many units, whatever the capacity (debt() is 32 bits).
+  static constexpr std::int64_t kMaxCarriedUnits = std::numeric_limits<std::int32_t>::max();
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;
@@ -288,9 +296,11 @@ class FairShare {
     // The raise of a node's share for the bursts it asks nothing in was
     // held at its bound (kMaxIdleRaiseX4).
     bool idle_raise_capped = false;
-    // A forgiven debt was carried into this epoch (debt() > 0), and held at
-    // its bound (kMaxDebtX8).
+    // A forgiven debt was carried into this epoch (debt() > 0), or a lost
+    // shortfall credited (debt() < 0), and either held at its bound
+    // (kMaxDebtX8, kMaxCarriedUnits).
     bool debt_carried = false;
+    bool credit_carried = false;
     bool debt_capped = false;
   };
   // Fixes this epoch's share. `now` >= the last epoch's end.
@@ -384,7 +394,8 @@ class FairShare {
   TimeUs epoch_end_us() const { return epoch_end_us_; }
   bool unlimited() const { return unlimited_; }
   // The debt carried from the last burst (carries_debt), in units of the
-  // algorithm: what this epoch's balance was shared out less.
+  // algorithm: what this epoch's balance was shared out less; negative: a
+  // lost shortfall, credited, what it was shared out more.
   std::int64_t debt() const { return debt_; }
   bool probing() const { return probing_; }
   // Met too recently for news of every other spender to have arrived (a
@@ -408,7 +419,9 @@ class FairShare {
   void carry_forgiven_debt(const ShareView& view, const ShareInputs& in, TimeUs now,
                            EpochStart& found);
   // The debt the last burst ran up and its idle spell forgave (A forgiven
-  // debt), at the first epoch after the wake, with the burst's end noted;
+  // debt), or, negative, the room it left while refusing here that the idle
+  // spell lost at the cap (a lost shortfall), at the first epoch after the
+  // wake, with the burst's end noted;
   // `spent_since_wake`: what every node consumed since the wake.
   std::int64_t forgiven_debt(const ShareInputs& in, __int128 spent_since_wake) const;
 
@@ -446,7 +459,12 @@ class FairShare {
   // request. After the next wake, until the epoch that carries the debt:
   // burst_balance_ is what the burst consumed beyond that balance,
   // burst_woke_us_ (> 0) the burst's wake and last_asked_us_ its end.
-  std::int64_t debt_ = 0;
+  // Negative: a lost shortfall, credited. At most kMaxCarriedUnits either
+  // way (32 bits, beside the flag below).
+  std::int32_t debt_ = 0;
+  // The burst a debt or a credit waits for (burst_woke_us_ > 0) refused a
+  // request here (refused_since_wake_ at the wake that ended it).
+  std::uint32_t burst_refused_ : 1 = 0;
   std::int64_t burst_balance_ = -1;
   TimeUs burst_woke_us_ = 0;
   TimeUs last_asked_us_ = 0;

@@ -817,6 +817,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       ++stats_.share_debts_carried;
       stats_.share_debt_carried_units += static_cast<std::uint64_t>(share.debt());
     }
+    if (found.credit_carried) {
+      ++stats_.share_credits_carried;
+      stats_.share_credit_carried_units += static_cast<std::uint64_t>(-std::int64_t{share.debt()});
+    }
     if (found.debt_capped) ++stats_.share_debts_capped;
     if (found.pass_thinned) ++stats_.share_passes_thinned;
     if (learn) {

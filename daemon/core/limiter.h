@@ -206,6 +206,12 @@ struct LimiterStats {
   std::uint64_t share_debts_carried = 0;
   std::uint64_t share_debt_carried_units = 0;
   std::uint64_t share_debts_capped = 0;
+  // Wakes at which a key's share credited the room its last burst left
+  // while refusing and the idle spell lost at the cap (FairShare, "A lost
+  // shortfall"), and the units credited; held at the bound: counted in
+  // share_debts_capped.
+  std::uint64_t share_credits_carried = 0;
+  std::uint64_t share_credit_carried_units = 0;
   // Epochs whose first request beyond the share a draw did not keep: a
   // crowd's first requests, thinned (FairShare::start_epoch).
   std::uint64_t share_passes_thinned = 0;

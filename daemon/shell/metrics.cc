@@ -96,7 +96,13 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_debt_carried_units_total",
             "Units (tokens, requests) of forgiven debt carried into keys' next bursts."),
     counter("rlimit_share_debts_capped_total",
-            "Forgiven debts held at their bound (a quarter of the capacity)."),
+            "Forgiven debts and lost shortfalls held at their bound (a quarter of the "
+            "capacity: FairShare::kMaxDebtX8)."),
+    counter("rlimit_share_credits_carried_total",
+            "Wakes at which a key's fair share credited the room its last burst left while "
+            "refusing requests and the idle spell lost at the cap."),
+    counter("rlimit_share_credit_carried_units_total",
+            "Units (tokens, requests) of lost shortfall credited to keys' next bursts."),
     counter("rlimit_share_passes_thinned_total",
             "Fair share epochs whose first request beyond the share a draw did not keep (many "
             "more nodes spending on the key than its pool holds requests)."),
@@ -360,7 +366,8 @@ constexpr std::string_view kStatusNames[] = {
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
     "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_idle_raise_capped",
-    "share_debts_carried", "share_debt_carried_units", "share_debts_capped", "share_passes_thinned",
+    "share_debts_carried", "share_debt_carried_units", "share_debts_capped",
+    "share_credits_carried", "share_credit_carried_units", "share_passes_thinned",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

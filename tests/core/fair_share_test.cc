@@ -427,6 +427,55 @@ TEST(FairShareTest, ABurstsDebtTheIdleSpellForgaveIsCarriedIntoTheNext) {
   EXPECT_EQ(next_burst(126, kIdleUs + 150'000, 100, 50'000, 260'000).debt, 10);
 }
 
+// The mirror of a forgiven debt, a lost shortfall: a burst that left room
+// (one bucket's 120 against `consumed`) while this node's share refused a
+// request in it, room the idle spell's refill then lost at the cap, is
+// credited to the next burst (debt() < 0), at most a quarter of the
+// capacity. Two nodes, this one weighing half, as above.
+TEST(FairShareTest, ABurstsLostShortfallIsCreditedToTheNext) {
+  struct Next {
+    std::int64_t debt;
+    int admitted;
+    FairShare::EpochStart found;
+  };
+  const auto next_burst = [](std::uint64_t consumed, TimeUs idle_us, bool refused) {
+    DebtBurst burst(200'000, 0);
+    if (refused) burst.share.note_refused();
+    const TimeUs again = burst.woke + 200'000 + idle_us;
+    // The bucket at the next wake: what the burst left and the idle refill
+    // (100/s), at most its cap.
+    const auto left = static_cast<std::int64_t>(120 - consumed);
+    const FairShare::EpochStart found =
+        burst.next_wake(consumed, again, std::min<std::int64_t>(100, left + idle_us / 10'000));
+    return Next{burst.share.debt(), spend_epoch(burst.share, 1000, again), found};
+  };
+  // 10 left of one bucket's 120, refused here, the idle spell's 480 of
+  // refill past the cap: all 10 credited, the next burst shares 110.
+  const Next lost = next_burst(110, 4'800'000, true);
+  EXPECT_EQ(lost.debt, -10);
+  EXPECT_TRUE(lost.found.credit_carried);
+  EXPECT_FALSE(lost.found.debt_carried);
+  EXPECT_FALSE(lost.found.debt_capped);
+  EXPECT_GE(lost.admitted, 55);
+  EXPECT_LE(lost.admitted, 56);
+  // Nobody refused here: demand may have been below the pool, as one
+  // bucket's would; nothing credited, the 100 shared.
+  const Next unasked = next_burst(110, 4'800'000, false);
+  EXPECT_EQ(unasked.debt, 0);
+  EXPECT_FALSE(unasked.found.credit_carried);
+  EXPECT_GE(unasked.admitted, 50);
+  EXPECT_LE(unasked.admitted, 51);
+  // An idle spell of 0.95 s refills 95: of the 10 left, the bucket kept 5
+  // below its cap, and only the 5 beyond were lost.
+  EXPECT_EQ(next_burst(110, 950'000, true).debt, -5);
+  // An idle spell too short to reach the cap loses nothing.
+  EXPECT_EQ(next_burst(110, 850'000, true).debt, 0);
+  // 70 left: at most a quarter of the capacity.
+  const Next most = next_burst(50, 4'800'000, true);
+  EXPECT_EQ(most.debt, -25);
+  EXPECT_TRUE(most.found.debt_capped);
+}
+
 // A forgiven debt's refills are rounded down, as one bucket admits whole
 // requests: a burst that ended at 199.99 ms refilled 19.99, of which one
 // bucket admits 19, so 120 consumed against a pool of 100 is a debt of 1
