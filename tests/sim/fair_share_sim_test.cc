@@ -124,20 +124,25 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingWindowAdmitHalfWhatItsIdealDoes) {
 }
 
 // Bursts three times as long (300 ms every second) on a sliding window at
-// 200 nodes, over 40 s: within 1% of the ideal since a request the window
-// refuses counts as demand (docs/cluster.md, "Fair shares": "Demand is what
-// is asked"). Before, the nodes whose view was full looked sparse and kept a
-// first request beyond their share in every epoch: +48.8% (seeds 1-4), this
-// seed +0.23%. The first window (cold start) admits 1.81 x the limit here,
-// within the issue's 2 x the burst (not traced; 100 ms bursts: 1.18 x).
+// 200 nodes, over 40 s: a request the window refuses counts as demand
+// (docs/cluster.md, "Fair shares": "Demand is what is asked"). Before, the
+// nodes whose view was full looked sparse and kept a first request beyond
+// their share in every epoch: +48.8% (seeds 1-4), this seed +0.23%. That
+// +0.23% was a cold start's overshoot (+81 tokens in the first second, 1.96
+// x the limit) over bursts that ran -2.28% from the fifth second on; since
+// a sliding window's crowd is thinned in a burst into an emptied window
+// (the cold start too: docs/cluster.md, "A window's crowd after a quiet
+// spell"), the first window admits 1.02 x and the run is -1.42% (-1.99%
+// from the fifth second): bounded at 1.5%, the first window at 1.2 x
+// (1.96 x without the thinning).
 TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
   const Results r =
       run(shipped("aligned",
                   {"cluster.nodes=200", "duration=\"40s\"", "rule.0.algorithm=\"sliding_window\"",
                    "traffic.0.burst_on=\"300ms\"", "traffic.0.burst_off=\"700ms\""}),
           1);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
-  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 1.2 * r.limit_per_window());
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
   EXPECT_GT(r.core.share_refused, 0u);
 }
@@ -427,6 +432,22 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
+}
+
+// A job on every node every 5 s (`periodic`) on a sliding window at 200
+// nodes: each job is a burst into an emptied window, whose overshoot the
+// window never repays. Its crowd's first requests are thinned there as on
+// the other algorithms (docs/cluster.md, "A window's crowd after a quiet
+// spell"); before, every node kept its first request beyond its share:
+// +48..+55% over the ideal (seeds 1-4), the first window 1.89 x and later
+// ones 1.73 x. Now this seed's run is +2.5% (seeds 1-4 +0.17..+4.83%):
+// bounded at the issue's windows and 6%.
+TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingWindowThinsItsCrowd) {
+  const Results r =
+      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"sliding_window\""}), 1);
+  expect_windows(r, "periodic, sliding window, 200 nodes", 100);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.06);
+  EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
