@@ -703,11 +703,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // A crowd of origins makes demand dense, and a crowd's first requests
     // are thinned, but on a sliding window only in the first period of a
     // burst into an emptied window (its entries quiet for two periods
-    // before it: the current window and the one it weighs), whose
-    // overshoot stays as a log's first period's does: a job on 200 nodes every 5 s (`periodic`)
-    // ran +48..+55% over the ideal with later windows at 1.73 x, and
-    // +1.0..+3.2% (1.07 x) with the crowd thinned there. Not within a
-    // run of bursts: there they cost the run more than they gained in
+    // before it: the current window and the one it weighs), or a key's
+    // first, whose overshoot stays as a log's first period's does: a job
+    // on 200 nodes every 5 s (`periodic`) ran +48..+55% over the ideal with
+    // later windows at 1.73 x, and +0.2..+4.8% (1.11 x) with the crowd
+    // thinned there (docs/cluster.md, "A window's crowd after a quiet
+    // spell"). Not within a run of bursts: there they cost the run more than they gained in
     // windows (200 nodes, bursts every 300 ms: -1.18% -> -1.98%,
     // docs/cluster.md, "Crowded origins"; +0.23% -> -1.14%, "A crowd's
     // first requests, thinned").
