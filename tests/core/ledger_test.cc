@@ -161,11 +161,12 @@ TEST(LedgerTest, ABurstAfterAQuietSpellIsToldByItsEntries) {
   };
   // A key's first burst: nothing consumed before it.
   merged_at("a", 10 * kPeriodUs);
+  merged_at("z", 10 * kPeriodUs + 50'000);  // spends in this burst only
   EXPECT_TRUE(after_quiet(10 * kPeriodUs + 100'000));
   // Nothing within a period of now: no burst.
   EXPECT_FALSE(after_quiet(12 * kPeriodUs));
-  // The next burst 5 s later, after a spell of 5 s: one, for its first
-  // period, whoever spends in it.
+  // The next burst 5 s later, after a spell of 5 s ("z" tells it): one,
+  // for its first period, whoever spends in it.
   merged_at("b", 15 * kPeriodUs);
   merged_at("a", 15 * kPeriodUs + 200'000);
   EXPECT_TRUE(after_quiet(15 * kPeriodUs + 300'000));
