@@ -416,8 +416,9 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     const i128 idle_refill =
         i128{in.rate_limit} * std::max<TimeUs>(0, woke_us_ - last_asked_us_) / period;
     const i128 lost = std::min<i128>(-debt, -debt + idle_refill - in.capacity);
-    // At most one unit beyond the most carried, so that the cap is seen.
-    return lost > 0 ? -static_cast<std::int64_t>(std::min<i128>(lost, kMaxCarriedUnits + i128{1}))
+    // In 64 bits; the caller holds it at its bound and counts that.
+    return lost > 0 ? -static_cast<std::int64_t>(
+                          std::min<i128>(lost, std::numeric_limits<std::int64_t>::max()))
                     : 0;
   }
   // Never more than the balance there is.

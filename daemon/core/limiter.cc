@@ -779,7 +779,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // see neither a quiet key nor a wake (FairShare::start_epoch, "A
       // sliding log repays no overshoot"). Its origins are counted from
       // then: a wake this node noted when news came may lie well after it.
-      // (The sliding window thins no crowd: not there.)
+      // (A sliding window comes here only where its crowd is thinned, in
+      // a burst into an emptied window, above.)
       const TimeUs burst_woke_us = Ledger::burst_woke_us(state, now, share_view_.horizon_us);
       if (burst_woke_us > 0) {
         in.new_burst = true;

@@ -432,6 +432,7 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
+  EXPECT_GT(r.core.share_credits_carried, 0u);  // a lost shortfall, credited
 }
 
 // A job on every node every 5 s (`periodic`) on a sliding window at 200
@@ -440,13 +441,13 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
 // the other algorithms (docs/cluster.md, "A window's crowd after a quiet
 // spell"); before, every node kept its first request beyond its share:
 // +48..+55% over the ideal (seeds 1-4), the first window 1.89 x and later
-// ones 1.73 x. Now this seed's run is +2.5% (seeds 1-4 +0.17..+4.83%):
-// bounded at the issue's windows and 6%.
+// ones 1.73 x. Now this seed's run is +1.50%, later windows 1.04 x (seeds
+// 1-4 +0.17..+4.83%, mean +2.50%): bounded at the issue's windows and 3%.
 TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingWindowThinsItsCrowd) {
   const Results r =
       run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"sliding_window\""}), 1);
   expect_windows(r, "periodic, sliding window, 200 nodes", 100);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.06);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.03);
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 

@@ -107,6 +107,13 @@ void note_run(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs
   state.run_from_us = at;
 }
 
+// A run whose entries all left, with `left` of its carry not held by then:
+// that waits for the next run (note_run), no longer counted down.
+void settle_run(SlidingLog::State& state, std::int64_t left) {
+  state.carried = static_cast<std::int32_t>(left);
+  state.carry_waits = 1;
+}
+
 // Drops entries that left the window at `now`; compacts once the dropped
 // prefix is as long as the log. A run whose entries all left settles its
 // carry: what its live periods did not hold waits for the next run (a
@@ -115,9 +122,7 @@ void expire(SlidingLog::State& state, const SlidingLog::Params& params, TimeUs n
   const Log log = SlidingLog::log(state);
   const auto live = first_live(log, params, now);
   if (live == log.end() && !log.empty() && state.carried > 0 && !state.carry_waits) {
-    state.carried =
-        static_cast<std::int32_t>(carried_left(state, params, log.back().at_us + params.period_us));
-    state.carry_waits = 1;
+    settle_run(state, carried_left(state, params, log.back().at_us + params.period_us));
   }
   for (auto it = log.begin(); it != live; ++it) state.total -= it->units;
   state.head += static_cast<std::uint32_t>(live - log.begin());
@@ -218,11 +223,7 @@ Verdict evaluate_log(const SlidingLog::State& state, const SlidingLog::Params& p
       after.run_from_us = state.run_from_us;
       if (commits) {
         const bool new_run = live == entries.end();
-        if (new_run) {
-          // As expire settles the run that ended: what waits.
-          after.carried = static_cast<std::int32_t>(waiting);
-          after.carry_waits = 1;
-        }
+        if (new_run) settle_run(after, waiting);  // as expire settles it
         note_run(after, params, now, new_run);
       }
       // When the run's newest entry leaves (this commit's, if it commits).
