@@ -17,6 +17,23 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
   return now_value >= mark ? now_value - mark : now_value;
 }
 
+// The step of a stepwise refill `t` lies in (ShareInputs::refill_step_us):
+// a fixed window's index.
+TimeUs step_of(const ShareInputs& in, TimeUs t) {
+  const TimeUs step = in.refill_step_us;
+  return t >= 0 ? t / step : -((-t + step - 1) / step);
+}
+
+// Whole units the algorithm refills from `from_us` to `to_us`: at its rate,
+// rounded down, or `rate_limit` at each step's start between them.
+i128 refilled(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
+  if (to_us <= from_us) return 0;
+  if (in.refill_step_us > 0) {
+    return i128{in.rate_limit} * (step_of(in, to_us) - step_of(in, from_us));
+  }
+  return i128{in.rate_limit} * (to_us - from_us) / std::max<std::int64_t>(1, in.rate_period_us);
+}
+
 // Enough live nodes to take a pool (in units) with a request each, and at
 // least kCrowdedNodes of them: a crowd whose first requests alone would
 // spend it.
@@ -52,10 +69,16 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
         std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
     burst_woke_us_ = woke_us_;
     burst_refused_ = refused_since_wake_;
-  } else {
+  } else if (burst_woke_us_ == 0 || !stepwise_) {
     burst_balance_ = -1;
     burst_woke_us_ = 0;
   }
+  // Otherwise, where the algorithm refills in steps (stepwise_), a debt or
+  // credit still waits for an epoch to carry it (this node asked nothing
+  // since the last wake): it is kept for the next. That wake was most
+  // likely a straggler's news (a retransmission after a loss that came
+  // after a quiet spell: a fixed window's first job on `periodic` at 200
+  // nodes, where most nodes' debt was lost so).
   debt_ = 0;
   burst_carry_ = 0;
   bool crowded = false;
@@ -357,7 +380,19 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
           i128{in.capacity} + std::max<std::int64_t>(0, in.refill)) {
     woke_us_ = now;
   }
-  if (woke_us_ == 0 || now >= woke_us_ + view.horizon_us) return;
+  // Where the algorithm refills in steps (a fixed window), a debt or credit
+  // is held in the wake's step only: the next step starts afresh from what
+  // the last one overspent (a fixed window carries its count beyond the
+  // limit, and repays it), and would take it again at each step of a burst.
+  // Nor is a balance noted after that step: it lost what the last left,
+  // and the balance at the wake cannot be told.
+  stepwise_ = in.refill_step_us > 0;
+  const bool wake_step = woke_us_ == 0 || !stepwise_ || step_of(in, now) == step_of(in, woke_us_);
+  // A debt is carried by the first epoch after the wake, within a horizon
+  // of it; where the algorithm refills in steps, whenever it comes (a node
+  // whose first request came late in the burst).
+  const bool after_horizon = now >= woke_us_ + view.horizon_us;
+  if (woke_us_ == 0 || (after_horizon && !stepwise_)) return;
   // What every node consumed since the wake, as this node heard of it.
   const i128 spent_since_wake = since(in.all_consumed, all_at_wake_);
   if (burst_woke_us_ > 0) {
@@ -374,11 +409,12 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   // spent since (what refilled since, within a horizon, is not taken off: a
   // bucket at its cap when the news came held some of it back, and a
   // balance taken too low would make the next debt too large).
-  if (burst_balance_ < 0) {
+  if (burst_balance_ < 0 && wake_step && !after_horizon) {
     burst_balance_ = static_cast<std::int64_t>(
         std::clamp<i128>(i128{in.headroom} - debt_ + spent_since_wake, 0,
                          std::numeric_limits<std::int64_t>::max()));
   }
+  if (!wake_step) debt_ = 0;
 }
 
 std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wake) const {
@@ -401,9 +437,7 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
   // 9.9 s of bursts and 0.9 s idle at 10/s carried a debt of 1 a key a
   // second that was none: -1.13% against the ideal's +0.16%).
   if (i128{in.headroom} + spent_since_wake < in.capacity) return 0;
-  const i128 period = std::max<std::int64_t>(1, in.rate_period_us);
-  const i128 burst_refill =
-      i128{in.rate_limit} * std::max<TimeUs>(0, last_asked_us_ - burst_woke_us_) / period;
+  const i128 burst_refill = refilled(in, burst_woke_us_, last_asked_us_);
   const i128 debt = i128{burst_balance_} - burst_refill - in.admits_ahead;
   if (debt < 0 && burst_refused_) {
     // A lost shortfall: the burst left room (-debt) while this node's share
@@ -413,8 +447,7 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     // Credited to the next burst, as a debt is carried (`periodic` at 200
     // nodes, 123 s, the token bucket: -1.12..+0.03% over seeds 1-4
     // without, each job's shortfall lost while its overshoot was repaid).
-    const i128 idle_refill =
-        i128{in.rate_limit} * std::max<TimeUs>(0, woke_us_ - last_asked_us_) / period;
+    const i128 idle_refill = refilled(in, last_asked_us_, woke_us_);
     const i128 lost = std::min<i128>(-debt, -debt + idle_refill - in.capacity);
     // In 64 bits; the caller holds it at its bound and counts that.
     return lost > 0 ? -static_cast<std::int64_t>(

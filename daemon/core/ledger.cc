@@ -189,7 +189,12 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
 }
 
 void Ledger::before_growth(KeyState& state, TimeUs now) {
-  if (!state.share || !quiet(state, now) || state.share->woke_at(now)) {
+  // Not again within a spell of the last wake: a wake noted by a request
+  // that its share then refused left the entries as they were, and the
+  // burst's first news would wake the key a second time, ending a burst
+  // that had just begun (its debt lost: a fixed window at 200 nodes on
+  // `periodic`, a fifth of the nodes each job).
+  if (!state.share || !quiet(state, now) || state.share->woke_within(now, wake_quiet_us_)) {
     return;
   }
   const std::uint64_t own =

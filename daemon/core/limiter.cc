@@ -202,8 +202,9 @@ bool keeps_refill_fraction(Algorithm algorithm) {
 // debt"): a continuous refill at the rule's rate up to its burst. Warming
 // up's stored permits and the rate they come back at are its own.
 bool carries_debt(Algorithm algorithm) {
-  return !remembers_when(algorithm) && refill_accrues(algorithm) &&
-         algorithm != Algorithm::kSmoothWarmingUp;
+  return algorithm == Algorithm::kFixedWindow ||
+         (!remembers_when(algorithm) && refill_accrues(algorithm) &&
+          algorithm != Algorithm::kSmoothWarmingUp);
 }
 
 }  // namespace
@@ -755,6 +756,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.rate_limit = p.params.limit;
     in.rate_period_us = p.params.period_us;
     in.capacity = p.params.burst;
+    if (algorithm == Algorithm::kFixedWindow) {
+      in.capacity = p.params.limit;
+      in.refill_step_us = p.params.period_us;
+    }
     in.admits_ahead = algorithm == Algorithm::kSmoothBursty ? input.cost : 0;
     for (const Ledger::Entry& e : state.entries) {
       if (e.origin == 0) {  // this node, in any incarnation

@@ -337,10 +337,14 @@ struct DebtBurst {
   TimeUs woke = kStart + kUsPerSecond;
   TimeUs asked_until_us;
 
-  DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t admits_ahead = 0)
+  // `step_us` > 0: the key refills its 100 whole at each step's start (a
+  // fixed window; ShareInputs::refill_step_us).
+  DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t admits_ahead = 0,
+            TimeUs step_us = 0)
       : in(debt_inputs(consumed_before, admits_ahead)),
         before(consumed_before),
         asked_until_us(asked_until) {
+    in.refill_step_us = step_us;
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
     share.count(kStart);
     share.note_wake(before, before / 2, woke, kHorizonUs, kStart, kStart);
@@ -474,6 +478,58 @@ TEST(FairShareTest, ABurstsLostShortfallIsCreditedToTheNext) {
   const Next most = next_burst(50, 4'800'000, true);
   EXPECT_EQ(most.debt, -25);
   EXPECT_TRUE(most.found.debt_capped);
+}
+
+// A fixed window refills in steps (ShareInputs::refill_step_us): its limit
+// whole at each window's start, not at a rate. A 200 ms burst within one
+// window that consumed 110 of its 100 ran up 10 that the idle windows after
+// it forgave (at the rate, 20 would have refilled in those 200 ms, and
+// nothing been owed). The next burst shares its window's 100 less 10; a
+// window after that, the whole 100 again: the window's count carries its
+// own overspend, and the debt taken in each window of a long burst would
+// be taken many times. With steps of 100 ms, the burst's 200 ms saw two
+// windows start: 310 consumed against 300 is a debt of 10.
+TEST(FairShareTest, AFixedWindowsDebtIsCountedInWindowsAndHeldInItsWakesWindow) {
+  const auto burst_of = [](TimeUs step_us, std::uint64_t consumed) {
+    auto burst = std::make_unique<DebtBurst>(200'000, 0, 0, step_us);
+    burst->next_wake(consumed, burst->woke + 5 * kUsPerSecond, 100);
+    return burst;
+  };
+  const std::unique_ptr<DebtBurst> over = burst_of(kUsPerSecond, 110);
+  EXPECT_EQ(over->share.debt(), 10);
+  const TimeUs again = over->woke + 5 * kUsPerSecond;
+  // Half of 90 (7/8 of this node's half plus 1/16), and the dither.
+  const int in_wakes_window = spend_epoch(over->share, 1000, again);
+  EXPECT_GE(in_wakes_window, 45);
+  EXPECT_LE(in_wakes_window, 46);
+  const TimeUs next_window = again + kUsPerSecond;
+  over->in.from_wake = false;
+  over->share.start_epoch(view_of(2), over->in, next_window);
+  EXPECT_EQ(over->share.debt(), 0);
+  const int in_next_window = spend_epoch(over->share, 1000, next_window);
+  EXPECT_GE(in_next_window, 50);
+  EXPECT_LE(in_next_window, 51);
+  EXPECT_EQ(burst_of(0, 110)->share.debt(), 0);  // a bucket's refill at the rate
+  EXPECT_EQ(burst_of(100'000, 310)->share.debt(), 10);
+}
+
+// Where the key refills in steps (a fixed window), a wake that no epoch
+// here followed (this node asked nothing since: most likely a straggler's
+// news, a retransmission after a loss that came after a quiet spell) keeps
+// the debt the burst before it ran up (110 of a window's 100) for the next
+// epoch, which carries it, and it is not lost at the next wake; the
+// straggler's 2 are not counted. A bucket's is lost there, as before
+// (FairShare::stepwise_: its debt runs high).
+TEST(FairShareTest, AFixedWindowsDebtWaitingForAnEpochIsKeptAtTheNextWake) {
+  const auto debt_after_a_straggler = [](TimeUs step_us) {
+    DebtBurst burst(200'000, 0, 0, step_us);
+    const TimeUs asked_until = burst.woke + 200'000;
+    burst.share.note_wake(110, 55, burst.woke + kUsPerSecond, kHorizonUs, asked_until, asked_until);
+    burst.next_wake(112, burst.woke + 5 * kUsPerSecond, 100);
+    return burst.share.debt();
+  };
+  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond), 10);
+  EXPECT_EQ(debt_after_a_straggler(0), 0);
 }
 
 // A forgiven debt's refills are rounded down, as one bucket admits whole

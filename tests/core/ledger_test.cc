@@ -228,6 +228,44 @@ TEST(LedgerTest, AKeyWakesOnItsFirstGrowthAfterAQuietSpell) {
   EXPECT_FALSE(ledger.find("other")->share);
 }
 
+// A request on a quiet key notes its wake before it is decided; if its
+// share then refuses it, the entries do not grow. Where the key refills in
+// steps (a fixed window: FairShare::stepwise_), the burst's first news
+// within the spell is no second wake (which would end a burst that had
+// just begun, and with it the debt carried into it); after another quiet
+// spell, news wakes the key again. A bucket's key wakes again at that news,
+// as before.
+TEST(LedgerTest, AFixedWindowsWakeARefusedRequestNotedIsNotNotedAgainByTheBurstsNews) {
+  constexpr TimeUs kQuietUs = 100'000;
+  const auto woke_at_news = [](TimeUs step_us) {
+    Ledger ledger = started_at(kOurIncarnation);
+    const std::uint32_t a = ledger.intern_origin("a");
+    const TimeUs t0 = 10 * kUsPerSecond;
+    ledger.set_wake_quiet_us(kQuietUs);
+    Ledger::KeyState& state = *ledger.share_state("k", t0, true);
+    state.share->start_epoch(ShareView{.live_nodes = 2, .horizon_us = kQuietUs},
+                             ShareInputs{.headroom = 100,
+                                         .carries_debt = true,
+                                         .rate_limit = 100,
+                                         .rate_period_us = kUsPerSecond,
+                                         .capacity = 100,
+                                         .refill_step_us = step_us},
+                             t0);
+    ledger.add_local("k", state, 5, t0);
+    const TimeUs woke = t0 + kUsPerSecond;
+    ledger.wake_if_quiet(state, woke);  // a request decided, and refused: no growth
+    EXPECT_EQ(state.share->woke_us(), woke);
+    ledger.merge("k", a, kOurIncarnation + 1, 20, woke + 30'000);
+    const TimeUs at_news = state.share->woke_us();
+    const TimeUs again = woke + 2 * kUsPerSecond;
+    ledger.merge("k", a, kOurIncarnation + 1, 25, again);
+    EXPECT_EQ(state.share->woke_us(), again);
+    return at_news - woke;
+  };
+  EXPECT_EQ(woke_at_news(kUsPerSecond), 0);
+  EXPECT_EQ(woke_at_news(0), 30'000);
+}
+
 TEST(LedgerTest, HistoryIsChargedUpToTheCapPerKeyInTotalAndTheRestCounted) {
   Ledger ledger = started_at(kOurIncarnation);
   const std::uint32_t a = ledger.intern_origin("a");

@@ -451,6 +451,22 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingWindowThinsItsCrowd) {
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 
+// The same job on a fixed window at 200 nodes: each job overshot its 100
+// by 5-25 (share credits from views that still showed room after the
+// wake's horizon), and an idle window forgave it: seeds 1-4 +8.33..+12.33%
+// over the ideal, this seed +12.33%, later windows 1.19 x. The fixed window
+// carries that debt into the next job now, counted in whole windows
+// (docs/cluster.md, "A fixed window's debt"): this seed +3.33%, later
+// windows 1.10 x (seeds 1-4 +0.83..+3.33%); what is left of 30 s is mostly
+// the first jobs' overshoot. Bounded at the windows and 5%.
+TEST(FairShareSimTest, APeriodicJobOn200NodesOnAFixedWindowCarriesItsDebt) {
+  const Results r =
+      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"fixed_window\""}), 1);
+  expect_windows(r, "periodic, fixed window, 200 nodes", 100);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.05);
+  EXPECT_GT(r.core.share_debts_carried, 0u);
+}
+
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
 // them, 12 s): a user over its limit has about 50 origins, each asking it
 // every few seconds, against a pool of 20 at most. Counting every origin
