@@ -69,16 +69,18 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
         std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
     burst_woke_us_ = woke_us_;
     burst_refused_ = refused_since_wake_;
-  } else if (burst_woke_us_ == 0 || !stepwise_) {
+  } else if (burst_woke_us_ == 0 || !stepwise_ ||
+             since(all_before, all_at_wake_) > kMostStragglerUnits) {
     burst_balance_ = -1;
     burst_woke_us_ = 0;
   }
   // Otherwise, where the algorithm refills in steps (stepwise_), a debt or
   // credit still waits for an epoch to carry it (this node asked nothing
-  // since the last wake): it is kept for the next. That wake was most
-  // likely a straggler's news (a retransmission after a loss that came
-  // after a quiet spell: a fixed window's first job on `periodic` at 200
-  // nodes, where most nodes' debt was lost so).
+  // since the last wake), and that wake brought a straggler's news (a
+  // retransmission after a loss that came after a quiet spell: a fixed
+  // window's first job on `periodic` at 200 nodes, where most nodes' debt
+  // was lost so): it is kept for the next. Not after a burst this node did
+  // not ask in (its own error is not known here).
   debt_ = 0;
   burst_carry_ = 0;
   bool crowded = false;
@@ -361,6 +363,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
 
 void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in, TimeUs now,
                                     EpochStart& found) {
+  stepwise_ = in.carries_debt && in.refill_step_us > 0;
   if (!in.carries_debt) {
     debt_ = 0;
     burst_balance_ = -1;
@@ -386,7 +389,6 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   // limit, and repays it), and would take it again at each step of a burst.
   // Nor is a balance noted after that step: it lost what the last left,
   // and the balance at the wake cannot be told.
-  stepwise_ = in.refill_step_us > 0;
   const bool wake_step = woke_us_ == 0 || !stepwise_ || step_of(in, now) == step_of(in, woke_us_);
   // A debt is carried by the first epoch after the wake, within a horizon
   // of it; where the algorithm refills in steps, whenever it comes (a node
@@ -437,6 +439,10 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
   // 9.9 s of bursts and 0.9 s idle at 10/s carried a debt of 1 a key a
   // second that was none: -1.13% against the ideal's +0.16%).
   if (i128{in.headroom} + spent_since_wake < in.capacity) return 0;
+  if (in.refill_step_us > 0 &&
+      step_of(in, woke_us_) - step_of(in, last_asked_us_) < in.forget_steps) {
+    return 0;
+  }
   const i128 burst_refill = refilled(in, burst_woke_us_, last_asked_us_);
   const i128 debt = i128{burst_balance_} - burst_refill - in.admits_ahead;
   if (debt < 0 && burst_refused_) {

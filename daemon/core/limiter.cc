@@ -201,10 +201,25 @@ bool keeps_refill_fraction(Algorithm algorithm) {
 // fills it to its cap, the next burst repays (FairShare, "A forgiven
 // debt"): a continuous refill at the rule's rate up to its burst. Warming
 // up's stored permits and the rate they come back at are its own.
+// And the windows: what a fixed window admits beyond its limit its next
+// window repays, but an idle window forgives; what a sliding window admits
+// beyond its limit in a burst into an emptied window nothing repays (docs/
+// cluster.md, "A fixed window's debt", "A sliding window's debt").
 bool carries_debt(Algorithm algorithm) {
-  return algorithm == Algorithm::kFixedWindow ||
-         (!remembers_when(algorithm) && refill_accrues(algorithm) &&
-          algorithm != Algorithm::kSmoothWarmingUp);
+  switch (algorithm) {
+    case Algorithm::kTokenBucket:
+    case Algorithm::kLeakyBucket:
+    case Algorithm::kGcra:
+    case Algorithm::kSmoothBursty:
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingWindow:
+      return true;
+    case Algorithm::kSmoothWarmingUp:
+    case Algorithm::kSlidingLog:
+    case Algorithm::kConcurrency:
+      return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -756,9 +771,16 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.rate_limit = p.params.limit;
     in.rate_period_us = p.params.period_us;
     in.capacity = p.params.burst;
-    if (algorithm == Algorithm::kFixedWindow) {
+    if (algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindow) {
+      // A window's room comes back in windows: a fixed window's whole at
+      // each start, and counted so for a sliding window too (which
+      // overstates what it frees in a burst that crosses a window's start:
+      // a debt the smaller). A sliding window forgets a burst only once
+      // its previous window no longer holds it (docs/cluster.md, "A fixed
+      // window's debt", "A sliding window's debt").
       in.capacity = p.params.limit;
       in.refill_step_us = p.params.period_us;
+      in.forget_steps = algorithm == Algorithm::kSlidingWindow ? 2 : 1;
     }
     in.admits_ahead = algorithm == Algorithm::kSmoothBursty ? input.cost : 0;
     for (const Ledger::Entry& e : state.entries) {

@@ -513,6 +513,21 @@ TEST(FairShareTest, AFixedWindowsDebtIsCountedInWindowsAndHeldInItsWakesWindow) 
   EXPECT_EQ(burst_of(100'000, 310)->share.debt(), 10);
 }
 
+// A sliding window forgets a burst only once its previous window no longer
+// holds it (ShareInputs::forget_steps 2): a burst that ended in the window
+// before the next wake's is still being repaid by its weight there, and
+// nothing is carried; two windows on, 110 consumed of 100 is a debt of 10.
+TEST(FairShareTest, ASlidingWindowsDebtIsForgivenOnlyTwoWindowsOn) {
+  const auto debt_after = [](TimeUs idle_us) {
+    DebtBurst burst(200'000, 0, 0, kUsPerSecond);
+    burst.in.forget_steps = 2;
+    burst.next_wake(110, burst.woke + 200'000 + idle_us, 100);
+    return burst.share.debt();
+  };
+  EXPECT_EQ(debt_after(1'000'000), 0);  // woke in the next window
+  EXPECT_EQ(debt_after(1'900'000), 10);
+}
+
 // Where the key refills in steps (a fixed window), a wake that no epoch
 // here followed (this node asked nothing since: most likely a straggler's
 // news, a retransmission after a loss that came after a quiet spell) keeps
