@@ -4,6 +4,7 @@
 #include <cassert>
 #include <limits>
 
+#include "core/algorithms/algorithm.h"  // detail::floor_div
 #include "core/stable_hash.h"
 
 namespace rlimit::core {
@@ -18,10 +19,9 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
 }
 
 // The step of a stepwise refill `t` lies in (ShareInputs::refill_step_us):
-// a fixed window's index.
-TimeUs step_of(const ShareInputs& in, TimeUs t) {
-  const TimeUs step = in.refill_step_us;
-  return t >= 0 ? t / step : -((-t + step - 1) / step);
+// a window's index, as the fixed window counts it.
+i128 step_of(const ShareInputs& in, TimeUs t) {
+  return algorithms::detail::floor_div(t, in.refill_step_us);
 }
 
 // Whole units the algorithm refills from `from_us` to `to_us`: at its rate,
