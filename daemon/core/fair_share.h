@@ -493,10 +493,10 @@ class FairShare {
   std::uint32_t burst_refused_ : 1 = 0;
   // The algorithm carries a debt and refills in steps (ShareInputs::
   // refill_step_us, as of the last epoch): a fixed or a sliding window.
-  // Its debt is counted in whole windows, not
-  // from the burst's end, which a node can only guess, and it is kept
-  // through a wake that only a straggler's news or a refused request made
-  // (note_wake, woke_within). The bucket-like algorithms' debt does take
+  // Its debt is counted in whole windows, not from the burst's end, which
+  // a node can only guess, and it is kept through a wake that only a
+  // straggler's news or a refused request made (note_wake, woke_within).
+  // The bucket-like algorithms' debt does take
   // the burst's end (the newest news less a horizon: about 150 ms of a
   // 200 ms job, median over 200 nodes), so it runs high, and kept so at
   // more nodes it took `periodic` at 200 nodes from +0.18% to -1.12%

@@ -412,6 +412,20 @@ TEST(FairShareSimTest, APeriodicJobHoldsTheIdealForEveryBucketLikeAlgorithm) {
   }
 }
 
+// The shipped `periodic` job on `nodes` nodes (seed 1), on `algorithm`
+// (empty: the scenario's own, a token bucket), its windows checked at the
+// issue's bounds (expect_windows).
+Results periodic_with_windows_checked(int nodes, const std::string& algorithm = "") {
+  std::vector<std::string> sets{"cluster.nodes=" + std::to_string(nodes)};
+  if (!algorithm.empty()) sets.push_back("rule.0.algorithm=\"" + algorithm + "\"");
+  const Results r = run(shipped("periodic", sets), 1);
+  expect_windows(
+      r,
+      "periodic, " + (algorithm.empty() ? "" : algorithm + ", ") + std::to_string(nodes) + " nodes",
+      100);
+  return r;
+}
+
 // The periodic job on 200 nodes: each node asks about 5 requests a job
 // (sparse), against a pool of about 120, so each kept its first request of
 // each epoch beyond its share until an epoch that sees as many origins as
@@ -427,8 +441,7 @@ TEST(FairShareSimTest, APeriodicJobHoldsTheIdealForEveryBucketLikeAlgorithm) {
 // accuracy.md, guarantee 3), so it is bounded here at what it does, the
 // windows at the issue's bounds.
 TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
-  const Results r = run(shipped("periodic", {"cluster.nodes=200"}), 1);
-  expect_windows(r, "periodic, 200 nodes", 100);
+  const Results r = periodic_with_windows_checked(200);
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
@@ -447,9 +460,7 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
 // (seeds 1-4 +0.17..+1.33%, mean +1.00%, later windows at most 1.11 x):
 // bounded at the issue's windows and 3%.
 TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingWindowThinsItsCrowd) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"sliding_window\""}), 1);
-  expect_windows(r, "periodic, sliding window, 200 nodes", 100);
+  const Results r = periodic_with_windows_checked(200, "sliding_window");
   EXPECT_LE(std::abs(r.error_ratio()), 0.03);
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
@@ -460,9 +471,7 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingWindowThinsItsCrowd) {
 // once its previous window no longer holds the job (docs/cluster.md, "A
 // sliding window's debt"): this seed +0.50% (seeds 1-4 +0.50..+1.00%).
 TEST(FairShareSimTest, APeriodicJobOn50NodesOnASlidingWindowCarriesItsDebt) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=50", "rule.0.algorithm=\"sliding_window\""}), 1);
-  expect_windows(r, "periodic, sliding window, 50 nodes", 100);
+  const Results r = periodic_with_windows_checked(50, "sliding_window");
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_debts_carried, 0u);
 }
@@ -476,9 +485,7 @@ TEST(FairShareSimTest, APeriodicJobOn50NodesOnASlidingWindowCarriesItsDebt) {
 // windows 1.10 x (seeds 1-4 +0.83..+3.33%); what is left of 30 s is mostly
 // the first jobs' overshoot. Bounded at the issue's windows and 5%.
 TEST(FairShareSimTest, APeriodicJobOn200NodesOnAFixedWindowCarriesItsDebt) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"fixed_window\""}), 1);
-  expect_windows(r, "periodic, fixed window, 200 nodes", 100);
+  const Results r = periodic_with_windows_checked(200, "fixed_window");
   EXPECT_LE(std::abs(r.error_ratio()), 0.05);
   EXPECT_GT(r.core.share_debts_carried, 0u);
 }
