@@ -109,6 +109,10 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
             " / " + std::to_string(c.share_debts_capped),
         "(a burst's debt the idle spell forgave, carried into the next)");
   }
+  if (c.share_straggler_wakes > 0) {
+    row(out, "fair shares: debts kept past a straggler", std::to_string(c.share_straggler_wakes),
+        "(wakes whose news since the last held at most 5 units: a window's debt kept)");
+  }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",
         std::to_string(c.share_credits_carried) + " / " +
@@ -425,6 +429,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
       << ", \"share_debts_capped\": " << c.share_debts_capped
+      << ", \"share_straggler_wakes\": " << c.share_straggler_wakes
       << ", \"share_credits_carried\": " << c.share_credits_carried
       << ", \"share_credit_carried_units\": " << c.share_credit_carried_units
       << ", \"share_passes_thinned\": " << c.share_passes_thinned

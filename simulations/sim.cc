@@ -276,6 +276,7 @@ class Simulation {
     t.share_wake_epochs += l.share_wake_epochs;
     t.share_crowded_epochs += l.share_crowded_epochs;
     t.share_crowded_bursts += node.limiter->ledger().crowded_bursts();
+    t.share_straggler_wakes += node.limiter->ledger().straggler_wakes();
     t.share_crowded_starts += l.share_crowded_starts;
     t.share_keys_crowded += l.share_keys_crowded;
     t.share_idle_raise_capped += l.share_idle_raise_capped;

@@ -54,8 +54,10 @@ std::int64_t fraction_drawn(std::uint64_t seed) {
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
 static_assert(sizeof(FairShare) <= 176);
 
-bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
-                          TimeUs quiet_us, TimeUs last_change_us, TimeUs last_consumed_us) {
+FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now,
+                                     TimeUs quiet_us, TimeUs last_change_us,
+                                     TimeUs last_consumed_us) {
+  Wake found;
   // A forgiven debt: the burst since the last wake ended. Its end is this
   // node's last request in it, or, if later, the newest consumption it
   // heard of less a horizon (news arrives up to about a horizon after the
@@ -73,6 +75,8 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
              since(all_before, all_at_wake_) > kMostStragglerUnits) {
     burst_balance_ = -1;
     burst_woke_us_ = 0;
+  } else {
+    found.straggler = true;
   }
   // Otherwise, where the algorithm refills in steps (stepwise_), a debt or
   // credit still waits for an epoch to carry it (this node asked nothing
@@ -83,7 +87,6 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   // not ask in (its own error is not known here).
   debt_ = 0;
   burst_carry_ = 0;
-  bool crowded = false;
   if (burst_pool_ >= 0 && woke_us_ > 0 &&
       last_change_us - woke_us_ <= (kLogWakeHorizons + 1) * quiet_us) {
     const i128 error = i128(since(all_before, all_at_wake_)) - burst_pool_;
@@ -96,7 +99,7 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
     // shares": "Crowded bursts").
     if (error >= std::max<i128>(kDenseRequests, (kCrowdedPools - 1) * i128{burst_pool_})) {
       dense_until_us_ = now + kDenseMemoryUs;
-      crowded = true;
+      found.crowded = true;
     }
     if (pool_carries_ && (error > 0 || refused_since_wake_)) {
       burst_carry_ = static_cast<std::int64_t>(
@@ -115,7 +118,7 @@ bool FairShare::note_wake(std::uint64_t all_before, std::uint64_t own_before, Ti
   woke_us_ = now;
   all_at_wake_ = all_before;
   own_at_wake_ = own_before;
-  return crowded;
+  return found;
 }
 
 FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareInputs& in,

@@ -292,8 +292,9 @@ class FairShare {
   static constexpr std::int64_t kMaxCarriedUnits = std::numeric_limits<std::int32_t>::max();
   // A wake whose news until the next wake held at most this many units was
   // a straggler's (a retransmission after a loss), not a burst: a debt
-  // waiting for an epoch is kept through it (stepwise_; note_wake). The
-  // one traced, on `periodic` at 200 nodes, was 2.
+  // waiting for an epoch is kept through it (stepwise_; note_wake; counted:
+  // Wake::straggler, the ledger's straggler_wakes). The one traced, on
+  // `periodic` at 200 nodes, was 2.
   static constexpr std::uint64_t kMostStragglerUnits = 5;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
@@ -341,9 +342,16 @@ class FairShare {
   // newest consumption before the wake happened as far as this node knows
   // (KeyState::consumed_at_us: a peer's news when it arrived, unless it
   // came with an age), for the end of the last burst (a forgiven debt).
-  // True when it found that burst crowded (kCrowdedPools) and made demand
-  // on the key dense.
-  bool note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
+  // What it found, for the ledger's counters.
+  struct Wake {
+    // That burst was crowded (kCrowdedPools): demand on the key made dense.
+    bool crowded = false;
+    // The news since the last wake held at most kMostStragglerUnits: that
+    // wake was a straggler's, and a debt or credit waiting for an epoch
+    // was kept through it (stepwise_ only).
+    bool straggler = false;
+  };
+  Wake note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
                  TimeUs last_change_us, TimeUs last_consumed_us = 0);
   // A wake was noted at `now` (the epoch that decides a request noted it:
   // the request's charge need not again), or, where the algorithm refills

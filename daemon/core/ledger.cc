@@ -199,10 +199,10 @@ void Ledger::before_growth(KeyState& state, TimeUs now) {
   }
   const std::uint64_t own =
       state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
-  if (state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_, state.changed_us,
-                             state.consumed_at_us)) {
-    ++crowded_bursts_;
-  }
+  const FairShare::Wake wake = state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_,
+                                                      state.changed_us, state.consumed_at_us);
+  if (wake.crowded) ++crowded_bursts_;
+  if (wake.straggler) ++straggler_wakes_;
 }
 
 void Ledger::sent_entries(KeyState& state) {

@@ -283,6 +283,9 @@ class Ledger {
   // Wakes at which a key's share found the burst before crowded and made
   // demand on the key dense (FairShare::note_wake, "Crowded bursts").
   std::uint64_t crowded_bursts() const { return crowded_bursts_; }
+  // Wakes whose news held at most FairShare::kMostStragglerUnits, through
+  // which a debt waiting for its epoch was kept (FairShare::note_wake).
+  std::uint64_t straggler_wakes() const { return straggler_wakes_; }
 
   // What peers may make this ledger hold ([cluster] max_origins,
   // max_ledger_keys, max_entries_per_key). Only what peers send is refused
@@ -349,6 +352,7 @@ class Ledger {
   std::uint64_t keys_over_bound_ = 0;
   std::uint64_t entries_over_bound_ = 0;
   std::uint64_t crowded_bursts_ = 0;
+  std::uint64_t straggler_wakes_ = 0;
   Bounds bounds_;
   std::uint64_t history_forgiven_ = 0;
 };

@@ -235,6 +235,9 @@ const StatusMetric kStatusMetrics[] = {
     labelled("rlimit_ledger_over_bound_total", kCounter, "", "bound", "max_ledger_keys"),
     labelled("rlimit_ledger_over_bound_total", kCounter, "", "bound", "max_entries_per_key"),
     labelled("rlimit_share_crowded_total", kCounter, "", "by", "burst"),
+    counter("rlimit_share_straggler_wakes_total",
+            "Wakes whose news since the last held at most 5 units: that wake was a straggler's, "
+            "and a window's debt waiting for its epoch was kept through it."),
     // PeerCounters
     labelled("rlimit_peer_packets_total", kCounter, "Peer datagrams or frames on the peer socket.",
              "direction", "in"),
@@ -398,6 +401,7 @@ constexpr std::string_view kStatusNames[] = {
     "members_tables_sent", "members_tables_not_sent", "members_alive", "members_suspect",
     "members_dead", "members_left", "ledger_history_forgiven", "ledger_origins_over_bound",
     "ledger_keys_over_bound", "ledger_entries_over_bound", "share_crowded_bursts",
+    "share_straggler_wakes",
     // PeerCounters
     "peer_packets_received", "peer_bytes_received", "peer_packets_sent", "peer_bytes_sent",
     "peer_bad_mac", "peer_unknown_key", "peer_malformed", "peer_oversize", "peer_send_errors",

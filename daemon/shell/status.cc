@@ -53,6 +53,9 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("ledger_entries_over_bound", limiter.ledger().entries_over_bound());
     // Fair shares' crowded bursts, seen at the keys' wakes (the ledger's).
     add_counter("share_crowded_bursts", limiter.ledger().crowded_bursts());
+    // Wakes through which a window's debt was kept: the wake before was a
+    // straggler's (FairShare::kMostStragglerUnits).
+    add_counter("share_straggler_wakes", limiter.ledger().straggler_wakes());
   };
   if (context.cluster != nullptr) {
     const core::Membership& membership = context.cluster->membership();

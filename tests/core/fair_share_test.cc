@@ -336,6 +336,7 @@ struct DebtBurst {
   std::uint64_t before;
   TimeUs woke = kStart + kUsPerSecond;
   TimeUs asked_until_us;
+  FairShare::Wake last_wake;  // what next_wake's wake found
 
   // `step_us` > 0: the key refills its 100 whole at each step's start (a
   // fixed window; ShareInputs::refill_step_us).
@@ -361,8 +362,9 @@ struct DebtBurst {
                                   TimeUs heard_until_us = 0, TimeUs late_us = 0,
                                   std::uint64_t consumed_since = 0) {
     const TimeUs asked_until = woke + asked_until_us;
-    share.note_wake(before + consumed, (before + consumed) / 2, again, kHorizonUs, asked_until,
-                    heard_until_us > 0 ? woke + heard_until_us : asked_until);
+    last_wake =
+        share.note_wake(before + consumed, (before + consumed) / 2, again, kHorizonUs, asked_until,
+                        heard_until_us > 0 ? woke + heard_until_us : asked_until);
     in.headroom = headroom;
     in.own_consumed = (before + consumed) / 2;
     in.all_consumed = before + consumed + consumed_since;
@@ -536,15 +538,26 @@ TEST(FairShareTest, ASlidingWindowsDebtIsForgivenOnlyTwoWindowsOn) {
 // straggler's 2 are not counted. A bucket's is lost there, as before
 // (FairShare::stepwise_: its debt runs high).
 TEST(FairShareTest, AFixedWindowsDebtWaitingForAnEpochIsKeptAtTheNextWake) {
-  const auto debt_after_a_straggler = [](TimeUs step_us) {
+  // The debt after the straggler's wake and the next, whose news since
+  // the straggler's held `units`; and whether the next wake found the
+  // straggler.
+  const auto debt_after_a_straggler = [](TimeUs step_us, std::uint64_t units) {
     DebtBurst burst(200'000, 0, 0, step_us);
     const TimeUs asked_until = burst.woke + 200'000;
-    burst.share.note_wake(110, 55, burst.woke + kUsPerSecond, kHorizonUs, asked_until, asked_until);
-    burst.next_wake(112, burst.woke + 5 * kUsPerSecond, 100);
-    return burst.share.debt();
+    const FairShare::Wake straggler = burst.share.note_wake(110, 55, burst.woke + kUsPerSecond,
+                                                            kHorizonUs, asked_until, asked_until);
+    EXPECT_FALSE(straggler.straggler);  // it ends the burst: the debt is reckoned
+    burst.next_wake(110 + units, burst.woke + 5 * kUsPerSecond, 100);
+    return std::pair{burst.share.debt(), burst.last_wake.straggler};
   };
-  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond), 10);
-  EXPECT_EQ(debt_after_a_straggler(0), 0);
+  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, 2), std::pair(std::int64_t{10}, true));
+  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, FairShare::kMostStragglerUnits),
+            std::pair(std::int64_t{10}, true));
+  // One unit more was a burst: the debt is dropped, and no straggler counted.
+  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, FairShare::kMostStragglerUnits + 1),
+            std::pair(std::int64_t{0}, false));
+  EXPECT_EQ(debt_after_a_straggler(0, 2),
+            std::pair(std::int64_t{0}, false));  // a bucket's is dropped
 }
 
 // A forgiven debt's refills are rounded down, as one bucket admits whole
@@ -762,7 +775,8 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
     in.refill = 10;
     share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 30
     const TimeUs again = woke + kUsPerSecond;
-    const bool crowded = share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us);
+    const bool crowded =
+        share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us).crowded;
     in.headroom = 0;
     in.refill = 0;
     in.all_consumed = consumed;

@@ -446,6 +446,7 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
   EXPECT_GT(r.core.share_credits_carried, 0u);  // a lost shortfall, credited
+  EXPECT_EQ(r.core.share_straggler_wakes, 0u);  // a bucket keeps no debt past one
 }
 
 // A job on every node every 5 s (`periodic`) on a sliding window at 200
@@ -488,6 +489,9 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnAFixedWindowCarriesItsDebt) {
   const Results r = periodic_with_windows_checked(200, "fixed_window");
   EXPECT_LE(std::abs(r.error_ratio()), 0.05);
   EXPECT_GT(r.core.share_debts_carried, 0u);
+  // Debts kept through a straggler's wake (FairShare::kMostStragglerUnits):
+  // 189 at this seed.
+  EXPECT_GT(r.core.share_straggler_wakes, 0u);
 }
 
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
