@@ -283,8 +283,9 @@ class Ledger {
   // Wakes at which a key's share found the burst before crowded and made
   // demand on the key dense (FairShare::note_wake, "Crowded bursts").
   std::uint64_t crowded_bursts() const { return crowded_bursts_; }
-  // Wakes whose news held at most FairShare::kMostStragglerUnits, through
-  // which a debt waiting for its epoch was kept (FairShare::note_wake).
+  // Wakes whose news since the last wake held at most
+  // FairShare::kMostStragglerUnits: the last was a straggler's, and a debt
+  // waiting for its epoch was kept through it (FairShare::Wake::straggler).
   std::uint64_t straggler_wakes() const { return straggler_wakes_; }
 
   // What peers may make this ledger hold ([cluster] max_origins,
