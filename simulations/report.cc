@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/fair_share.h"
+
 namespace rlimit::sim {
 namespace {
 
@@ -111,7 +113,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
   }
   if (c.share_straggler_wakes > 0) {
     row(out, "fair shares: debts kept past a straggler", std::to_string(c.share_straggler_wakes),
-        "(wakes whose news since the last held at most 5 units: a window's debt kept)");
+        "(wakes whose news since the last held at most " +
+            std::to_string(core::FairShare::kMostStragglerUnits) + " units: a window's debt kept)");
   }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",

@@ -504,11 +504,11 @@ class FairShare {
   // Its debt is counted in whole windows, not from the burst's end, which
   // a node can only guess, and it is kept through a wake that only a
   // straggler's news or a refused request made (note_wake, woke_within).
-  // The bucket-like algorithms' debt does take
-  // the burst's end (the newest news less a horizon: about 150 ms of a
-  // 200 ms job, median over 200 nodes), so it runs high, and kept so at
-  // more nodes it took `periodic` at 200 nodes from +0.18% to -1.12%
-  // (docs/cluster.md, "A fixed window's debt").
+  // The bucket-like algorithms' debt does take the burst's end (the newest
+  // news less a horizon: about 150 ms of a 200 ms job, median over 200
+  // nodes), so it runs high, and kept so at more nodes it took `periodic`
+  // at 200 nodes from +0.18% to -1.12% (docs/cluster.md, "A fixed
+  // window's debt").
   std::uint32_t stepwise_ : 1 = 0;
   std::int64_t burst_balance_ = -1;
   TimeUs burst_woke_us_ = 0;
