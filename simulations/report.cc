@@ -105,6 +105,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         std::to_string(c.share_keys_crowded) + " / " + std::to_string(c.share_idle_raise_capped),
         "(keys new at once, gossiped not routed; epochs whose idle raise hit 1.5 x)");
   }
+  if (c.share_asks > 0) {
+    row(out, "fair shares: asks / merged / crowds told",
+        std::to_string(c.share_asks) + " / " + std::to_string(c.share_asks_merged) + " / " +
+            std::to_string(c.share_crowds_told),
+        "(keys refused and asked of their owners, where routed; peers' asks merged)");
+  }
   if (c.share_debts_carried + c.share_debts_capped > 0) {
     row(out, "fair shares: debts carried / units / capped",
         std::to_string(c.share_debts_carried) + " / " + std::to_string(c.share_debt_carried_units) +

@@ -63,6 +63,9 @@ struct CoreTotals {
   std::uint64_t share_straggler_wakes = 0;  // wakes that kept a window's debt past a straggler
   std::uint64_t share_crowded_starts = 0;  // rules whose many new keys made their probes strict
   std::uint64_t share_keys_crowded = 0;    // keys a crowded start made crowded (gossiped)
+  std::uint64_t share_asks = 0;            // refused keys asked for where routed
+  std::uint64_t share_asks_merged = 0;     // peers' asks merged
+  std::uint64_t share_crowds_told = 0;     // keys made dense by a peer's crowd news
   std::uint64_t share_idle_raise_capped = 0;  // epochs whose idle raise was held at its bound
   std::uint64_t share_debts_carried = 0;      // wakes carrying a forgiven debt
   std::uint64_t share_debt_carried_units = 0;  // units of forgiven debt carried

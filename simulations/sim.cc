@@ -279,6 +279,9 @@ class Simulation {
     t.share_straggler_wakes += node.limiter->ledger().straggler_wakes();
     t.share_crowded_starts += l.share_crowded_starts;
     t.share_keys_crowded += l.share_keys_crowded;
+    t.share_asks += l.share_asks;
+    t.share_crowds_told += l.share_crowds_told;
+    t.share_asks_merged += node.limiter->ledger().asks_merged();
     t.share_idle_raise_capped += l.share_idle_raise_capped;
     t.share_debts_carried += l.share_debts_carried;
     t.share_debt_carried_units += l.share_debt_carried_units;

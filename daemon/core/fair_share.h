@@ -296,6 +296,15 @@ class FairShare {
   // Wake::straggler, the ledger's straggler_wakes). The one traced, on
   // `periodic` at 200 nodes, was 2.
   static constexpr std::uint64_t kMostStragglerUnits = 5;
+  // A crowd told (Limiter::KeyNews::crowd): where keys are routed, a node
+  // that knows at least this many origins of a key about as new as its
+  // newest, asks included, tells it with the key's news: one more than the
+  // most a routed key has (ClusterOptions::routed_max_origins). A node told
+  // makes the key crowded for kToldCrowdUs, renewed while it is told:
+  // 60 s (kDenseMemoryUs) held `coldkeys`' shares strict at nearly every
+  // node and ran it 5% under (docs/cluster.md, "Crowd hints").
+  static constexpr std::uint32_t kToldCrowdOrigins = 17;
+  static constexpr TimeUs kToldCrowdUs = 3'000'000;
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;
@@ -406,6 +415,12 @@ class FairShare {
   // many keys new at once: ShareInputs::crowded_start), most of them with a
   // strict share: its demand is dense from `now` (kDenseMemoryUs), and the
   // key crowded.
+  // A peer told of a crowd on the key (Limiter::note_crowd): crowded, and
+  // its demand dense, for `span_us` from `now` at least.
+  void make_crowded_for(TimeUs now, TimeUs span_us) {
+    dense_until_us_ = std::max(dense_until_us_, now + span_us);
+    crowded_ = true;
+  }
   void make_crowded(TimeUs now) {
     dense_until_us_ = now + kDenseMemoryUs;
     crowded_ = true;

@@ -178,6 +178,11 @@ Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {
 
 Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now) {
   state.changed_us = std::max(state.changed_us, now);
+  queue(key, state, entry);
+  return state;
+}
+
+void Ledger::queue(std::string_view key, KeyState& state, Entry& entry) {
   entry.sends_left = retransmit_rounds_;
   state.sends_left = std::max(state.sends_left, retransmit_rounds_);
   if (!state.queued) {
@@ -185,7 +190,6 @@ Ledger::KeyState& Ledger::touch(std::string_view key, KeyState& state, Entry& en
     changed_.emplace_back(key);
     changed_states_.push_back(&state);
   }
-  return state;
 }
 
 void Ledger::before_growth(KeyState& state, TimeUs now) {
@@ -343,19 +347,33 @@ void Ledger::add_local(std::string_view key, std::uint64_t cost, TimeUs now) {
 
 void Ledger::add_local(std::string_view key, KeyState& state, std::uint64_t cost, TimeUs now) {
   if (cost == 0) return;
-  if (state.own < 0) {
-    // A fresh entry: incarnation = process incarnation + time since start, so
-    // it is larger than any entry this origin made for this key before.
-    const auto elapsed = static_cast<std::uint64_t>(std::max<TimeUs>(0, now - start_us_));
-    state.entries.push_back({.origin = 0, .incarnation = incarnation_ + elapsed});
-    state.own = static_cast<std::int32_t>(state.entries.size() - 1);
-  }
+  if (state.own < 0) add_own(state, now);
   before_growth(state, now);
   Entry& own = state.entries[static_cast<std::size_t>(state.own)];
   own.consumed += cost;
   own.consumed_ms = ms16(now);
   touch(key, state, own, now);
   state.consumed_at_us = std::max(state.consumed_at_us, now);
+}
+
+void Ledger::add_own(KeyState& state, TimeUs now) {
+  assert(state.own < 0);
+  // A fresh entry: incarnation = process incarnation + time since start, so
+  // it is larger than any entry this origin made for this key before.
+  const auto elapsed = static_cast<std::uint64_t>(std::max<TimeUs>(0, now - start_us_));
+  state.entries.push_back({.origin = 0, .incarnation = incarnation_ + elapsed});
+  state.own = static_cast<std::int32_t>(state.entries.size() - 1);
+}
+
+bool Ledger::add_ask(std::string_view key, KeyState& state, TimeUs now) {
+  if (state.own >= 0) return false;
+  add_own(state, now);
+  Entry& own = state.entries[static_cast<std::size_t>(state.own)];
+  own.consumed_ms = ms16(now);
+  state.consumed_at_us = std::max(state.consumed_at_us, now);
+  queue(key, state, own);
+  ++asks_;
+  return true;
 }
 
 Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::uint64_t incarnation,
@@ -380,7 +398,6 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
       return {increase, consumed > charged_to ? consumed - charged_to : 0, 0};
     }
   }
-  if (consumed == 0) return {};
   if (it == keys_.end()) {
     if (keys_.size() >= bounds_.max_keys) {
       ++keys_over_bound_;
@@ -394,13 +411,21 @@ Ledger::Merged Ledger::merge(std::string_view key, std::uint32_t origin, std::ui
     ++entries_over_bound_;
     return {};
   }
-  before_growth(it->second, now);
+  // An entry of 0 is a peer's ask (add_ask): no growth, but news to pass
+  // on (an owner sends the asker the key's entries).
+  const bool ask = consumed == 0;
+  if (!ask) before_growth(it->second, now);
   entries.push_back({.origin = origin,
                      .newcomer = 1,
                      .consumed_ms = ms16(consumed_at),
                      .incarnation = incarnation,
                      .consumed = consumed});
-  touch(it->first, it->second, entries.back(), now);
+  if (ask) {
+    queue(it->first, it->second, entries.back());
+    ++asks_merged_;
+  } else {
+    touch(it->first, it->second, entries.back(), now);
+  }
   it->second.consumed_at_us = std::max(it->second.consumed_at_us, consumed_at);
   // First sight. An entry that began before we did is history: what it
   // consumed so far was charged to our peers while we did not exist.

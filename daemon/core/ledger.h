@@ -191,6 +191,13 @@ class Ledger {
   void add_local(std::string_view key, std::uint64_t cost, TimeUs now);
   // The same with the key's state in hand (share_state's: no second lookup).
   void add_local(std::string_view key, KeyState& state, std::uint64_t cost, TimeUs now);
+  // This node asks for `key` at `now` without having spent on it (its
+  // share refused it, where keys are routed: docs/cluster.md, "Asks"): an
+  // own entry of 0, queued as a change, so that the key's owners learn
+  // of this origin and send it the key's news. Its time counts as the
+  // entry's newest (KeyState::consumed_at_us); it is no growth (no wake,
+  // changed_us kept). False, and nothing done, if an own entry exists.
+  bool add_ask(std::string_view key, KeyState& state, TimeUs now);
 
   // Merges an absolute value; returns by how much it raised what we knew (0
   // for old news or a duplicate) and how much of that is history. Our own
@@ -301,6 +308,10 @@ class Ledger {
   const Bounds& bounds() const { return bounds_; }
   // Tokens of history not charged because a key's history_cap was reached.
   std::uint64_t history_forgiven() const { return history_forgiven_; }
+  // Asks this node made (add_ask), and asks of peers merged: entries of 0
+  // new here.
+  std::uint64_t asks() const { return asks_; }
+  std::uint64_t asks_merged() const { return asks_merged_; }
 
   static constexpr std::uint32_t kNoOrigin = UINT32_MAX;
   static constexpr std::size_t kMaxOrigins = 1 << 16;
@@ -316,6 +327,10 @@ class Ledger {
   // Marks `entry` of `key` (whose state is `state`) as changed now: it is
   // gossiped for the next retransmit_rounds_ rounds.
   KeyState& touch(std::string_view key, KeyState& state, Entry& entry, TimeUs now);
+  // touch() without the growth: queues `entry` to be sent.
+  void queue(std::string_view key, KeyState& state, Entry& entry);
+  // Gives the key an own entry of 0 (it has none).
+  void add_own(KeyState& state, TimeUs now);
   // Before the key's entries grow at `now`: tells its share, if it has one,
   // of a wake (a growth after wake_quiet_us_ without one).
   void before_growth(KeyState& state, TimeUs now);
@@ -356,6 +371,8 @@ class Ledger {
   std::uint64_t straggler_wakes_ = 0;
   Bounds bounds_;
   std::uint64_t history_forgiven_ = 0;
+  std::uint64_t asks_ = 0;
+  std::uint64_t asks_merged_ = 0;
 };
 
 }  // namespace rlimit::core

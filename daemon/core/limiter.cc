@@ -819,7 +819,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                               FairShare::kBurstHorizons * share_view_.horizon_us, woke_us);
     in.recent_others = recent.within;
     in.burst_others = recent.in_burst;
-    in.has_own = state.own >= 0;
+    in.has_own = state.own >= 0 && state.entries[static_cast<std::size_t>(state.own)].consumed > 0;
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).
     RuleShares& rule = rule_shares_of(p);
@@ -861,7 +861,8 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (found.debt_capped) ++stats_.share_debts_capped;
     if (found.pass_thinned) ++stats_.share_passes_thinned;
     if (learn) {
-      const std::uint32_t spenders = in.others + (in.has_own ? 1 : 0);
+      // Asks count: the nodes that asked for a key spend on it when they can.
+      const std::uint32_t spenders = in.others + (state.own >= 0 ? 1 : 0);
       const std::uint32_t origins_x16 = 16 * std::max<std::uint32_t>(1, spenders);
       rule.spread_x16 =
           rule.spread_x16 == kSpreadUnknown ? origins_x16 : (3 * rule.spread_x16 + origins_x16) / 4;
@@ -891,6 +892,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     case FairShare::Answer::kRefused:
       break;
   }
+  // Refused a key it has no entry of, where keys are routed: ask the key's
+  // owners for its news (Ledger::add_ask), which routing sends only to the
+  // nodes with an entry.
+  if (share_view_.routed && ledger_.add_ask(key, state, now)) ++stats_.share_asks;
   p.share_retry_us = std::max<std::int64_t>(1, share.epoch_end_us() - now);
   return false;
 }
@@ -1339,7 +1344,25 @@ Limiter::KeyNews Limiter::key_news(std::string_view key, const Ledger::KeyState&
         std::min<TimeUs>(age_ms, std::numeric_limits<std::uint32_t>::max() - (1u << 16)));
     news.timed = true;
   }
+  if (share_view_.routed) {
+    // A crowd on the key, as this node knows it (its owners know every
+    // asker): origins, asks included, about as new as the newest.
+    std::uint32_t recent = 0;
+    for (const Ledger::Entry& e : state.entries) {
+      if (state.consumed_at_us - Ledger::consumed_at_us(state, e) <= FairShare::kCrowdedWithinUs) {
+        ++recent;
+      }
+    }
+    news.crowd = recent >= FairShare::kToldCrowdOrigins;
+  }
   return news;
+}
+
+void Limiter::note_crowd(std::string_view key, TimeUs now) {
+  Ledger::KeyState* state = ledger_.state_with_share(key);
+  if (state == nullptr) return;
+  if (!state->share->dense(now)) ++stats_.share_crowds_told;
+  state->share->make_crowded_for(now, FairShare::kToldCrowdUs);
 }
 
 std::optional<std::int64_t> Limiter::offered_balance(std::string_view key,
@@ -1419,7 +1442,10 @@ std::size_t Limiter::sweep(TimeUs now, std::size_t max_visits) {
     // repaid: forgetting earlier would lose consumption still in force.
     stats_.counter_keys_forgotten +=
         ledger_.sweep(max_visits, [&](const std::string& key, const Ledger::KeyState& state) {
-          if (within_retention(key, now - state.changed_us)) return false;
+          // An ask (Ledger::add_ask) is no growth but keeps the key: its
+          // time is the newest consumed_at_us.
+          const TimeUs newest_us = std::max(state.changed_us, state.consumed_at_us);
+          if (within_retention(key, now - newest_us)) return false;
           if (const StateCell* cell = table_.find(key)) return cell_idle(key, *cell);
           if (const RuleState* rule_state = states_.find(key)) return state_idle(key, *rule_state);
           return true;

@@ -197,6 +197,12 @@ struct LimiterStats {
   // FairShare::kCrowdedNodes live nodes): dense for 60 s, gossiped rather
   // than routed to owners.
   std::uint64_t share_keys_crowded = 0;
+  // Asks made: a share refused a key this node had no entry of, where keys
+  // are routed (Ledger::add_ask; docs/cluster.md, "Asks").
+  std::uint64_t share_asks = 0;
+  // Keys a peer's news told of a crowd on (KeyNews::crowd, note_crowd),
+  // not dense here before: made crowded for FairShare::kToldCrowdUs.
+  std::uint64_t share_crowds_told = 0;
   // Epochs whose raise for the bursts this node asks nothing in was held at
   // its bound (FairShare::kMaxIdleRaiseX4).
   std::uint64_t share_idle_raise_capped = 0;
@@ -316,7 +322,10 @@ class Limiter {
     // it). Each entry's own age adds Ledger::behind_ms (entry_age_ms).
     std::uint32_t age_ms = 0;
     bool timed = false;  // the key's news carries ages (a sliding log or window)
+    bool crowd = false;
   };
+  // A peer told of a crowd on `key`: its demand dense here (note_crowd).
+  void note_crowd(std::string_view key, TimeUs now);
   // The age news gives entry `e` of a key whose news is `news`: 0 (none)
   // unless the news is timed.
   static std::uint32_t entry_age_ms(const KeyNews& news, const Ledger::KeyState& state,

@@ -87,6 +87,11 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_keys_crowded_total",
             "Keys made crowded when many of a rule's keys were new at once (from 50 live "
             "nodes): dense for 60 s, gossiped rather than routed to owners."),
+    counter("rlimit_share_asks_total",
+            "Keys this node's share refused with no entry of its own, where keys are routed: "
+            "asked of their owners for their news."),
+    counter("rlimit_share_crowds_told_total",
+            "Keys made crowded for 3 s because a peer told of a crowd on them."),
     counter("rlimit_share_idle_raise_capped_total",
             "Fair share epochs whose raise for the bursts this node asks nothing in was held at "
             "its bound (1.5 x)."),
@@ -368,9 +373,10 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
-    "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_idle_raise_capped",
-    "share_debts_carried", "share_debt_carried_units", "share_debts_capped",
-    "share_credits_carried", "share_credit_carried_units", "share_passes_thinned",
+    "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_asks",
+    "share_crowds_told", "share_idle_raise_capped", "share_debts_carried",
+    "share_debt_carried_units", "share_debts_capped", "share_credits_carried",
+    "share_credit_carried_units", "share_passes_thinned",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fair_share.h"
 #include "core/key_owners.h"
 #include "core/time.h"
 
@@ -559,6 +560,60 @@ TEST(ClusterNodeTest, AKeyWithManyOriginsIsGossiped) {
   std::uint64_t gossiped = 0;
   for (std::size_t i = 0; i < 8; ++i) gossiped += sim.node(i).node->stats().entries_gossiped;
   EXPECT_GT(gossiped, 0u);
+}
+
+// Asks and crowd hints (docs/cluster.md, "Keys new at once": "Asks",
+// "Crowd hints"). Where keys are routed, news of a key goes only to the
+// nodes with an entry of it, so a node whose share refused the key before it
+// spent on it would hear nothing: it asks (an own entry of nothing, sent to
+// the key's owners), and the owners send it the key's news. Every node
+// checks a new key once at the same instant; a rule's one shared key is
+// probed strictly (its burst of 10 split `n` ways, no first request kept),
+// so some are admitted and the rest refused, and every node, asker or
+// spender, ends knowing everything the cluster admitted. An owner that knows at least
+// FairShare::kToldCrowdOrigins recent origins of a key (asks included)
+// tells a crowd with its news: with 20 nodes, not with 12.
+TEST(ClusterNodeTest, NodesRefusedARoutedKeyAskForItsNewsAndOwnersTellACrowd) {
+  for (const int n : {12, 20}) {
+    ClusterOptions options;
+    options.owners_per_key = 2;
+    options.routed_min_members = 1;  // a small cluster routes too
+    constexpr std::int64_t kNoRefill = 3600'000 * kUsPerSecond;
+    RuleSet rules = global_rule(10, kNoRefill, 10);
+    rules.rules[0].match[0].value.each = false;  // one key for the rule
+    Sim sim(n, rules, 0.0, 29, options);
+    sim.run(3 * kUsPerSecond);
+    int admitted = 0;
+    for (int i = 0; i < n; ++i) admitted += sim.check(static_cast<std::size_t>(i), "k") ? 1 : 0;
+    std::uint64_t asks = 0;
+    for (int i = 0; i < n; ++i) {
+      asks += sim.node(static_cast<std::size_t>(i)).limiter->stats().share_asks;
+    }
+    ASSERT_GT(admitted, 0) << n;
+    ASSERT_LT(admitted, n) << n;
+    EXPECT_EQ(asks, static_cast<std::uint64_t>(n - admitted)) << n;
+    sim.run(kUsPerSecond);
+    std::uint64_t told = 0;
+    std::uint64_t gossiped = 0;
+    for (int i = 0; i < n; ++i) {
+      const SimNode& node = sim.node(static_cast<std::size_t>(i));
+      std::uint64_t known = 0;  // what this node knows the cluster admitted
+      node.limiter->ledger().for_each_key([&](const std::string&, const Ledger::KeyState& state) {
+        known += Ledger::consumed_sum(state);
+      });
+      EXPECT_EQ(known, static_cast<std::uint64_t>(admitted)) << n << " nodes, node " << i;
+      EXPECT_EQ(sim.remaining(static_cast<std::size_t>(i), "k"), std::max(0, 10 - admitted))
+          << n << " nodes, node " << i;
+      told += node.limiter->stats().share_crowds_told;
+      gossiped += node.node->stats().entries_gossiped;
+    }
+    if (n < static_cast<int>(FairShare::kToldCrowdOrigins)) {
+      EXPECT_EQ(gossiped, 0u) << n;  // routed: the askers heard through the owners
+      EXPECT_EQ(told, 0u) << n;
+    } else {
+      EXPECT_GT(told, 0u) << n;
+    }
+  }
 }
 
 }  // namespace

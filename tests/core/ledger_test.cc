@@ -456,5 +456,52 @@ TEST(LedgerTest, PeersDataBeyondTheBoundsIsRefusedAndCountedButOwnConsumptionIsN
   EXPECT_EQ(ledger.size(), 3u);
 }
 
+// An ask (docs/cluster.md, "Asks"): a node whose share refused a key it has
+// no entry of, where keys are routed, makes an own entry of nothing, queued
+// to be sent like a change, so the key's owners learn of it. It is no
+// growth: the key's last change (its wakes, Ledger::quiet) stays; its time
+// is the key's newest. A peer's ask merged is an entry of nothing too,
+// queued and counted, no growth either. An own entry, an ask's included,
+// is never made twice, and spending grows the ask's entry.
+TEST(LedgerTest, AnAskIsAnOwnEntryOfNothingQueuedWithoutAGrowth) {
+  Ledger ledger = started_at(kOurIncarnation);
+  ledger.set_retransmit_rounds(2);
+  Ledger::KeyState* state = ledger.share_state("k", 100, true);
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(ledger.add_ask("k", *state, 500));
+  ASSERT_GE(state->own, 0);
+  const Ledger::Entry& own = state->entries[static_cast<std::size_t>(state->own)];
+  EXPECT_EQ(own.consumed, 0u);
+  EXPECT_EQ(own.sends_left, 2);
+  EXPECT_TRUE(state->queued);
+  EXPECT_EQ(state->changed_us, 100);      // no growth
+  EXPECT_EQ(state->consumed_at_us, 500);  // but the key's newest time
+  EXPECT_EQ(ledger.asks(), 1u);
+  EXPECT_FALSE(ledger.add_ask("k", *state, 600));  // one own entry
+  EXPECT_EQ(ledger.asks(), 1u);
+  ledger.add_local("k", 3, 700);
+  ASSERT_EQ(state->entries.size(), 1u);
+  EXPECT_EQ(state->entries[0].consumed, 3u);
+  EXPECT_EQ(state->changed_us, 700);
+
+  // A peer's ask, on a key new here and on a known one.
+  const std::uint32_t a = ledger.intern_origin("a");
+  EXPECT_EQ(ledger.merge("j", a, kOurIncarnation + 1, 0, 800).increase, 0u);
+  const Ledger::KeyState* asked = ledger.find("j");
+  ASSERT_NE(asked, nullptr);
+  ASSERT_EQ(asked->entries.size(), 1u);
+  EXPECT_EQ(asked->entries[0].consumed, 0u);
+  EXPECT_TRUE(asked->queued);
+  EXPECT_EQ(asked->changed_us, 0);  // never grew
+  EXPECT_EQ(asked->consumed_at_us, 800);
+  EXPECT_EQ(ledger.merge("k", a, kOurIncarnation + 1, 0, 900).increase, 0u);
+  EXPECT_EQ(ledger.find("k")->entries.size(), 2u);
+  EXPECT_EQ(ledger.find("k")->changed_us, 700);
+  EXPECT_EQ(ledger.asks_merged(), 2u);
+  // The asker's spending later grows its entry as any news does.
+  EXPECT_EQ(ledger.merge("j", a, kOurIncarnation + 1, 4, 1'000).increase, 4u);
+  EXPECT_EQ(ledger.find("j")->changed_us, 1'000);
+}
+
 }  // namespace
 }  // namespace rlimit::core
