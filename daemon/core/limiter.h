@@ -195,7 +195,8 @@ struct LimiterStats {
   std::uint64_t share_crowded_starts = 0;
   // Keys made crowded at such a start (FairShare::make_crowded, from
   // FairShare::kCrowdedNodes live nodes): dense for 60 s, gossiped rather
-  // than routed to owners.
+  // than routed to owners (where keys are routed, only a sliding log's or
+  // window's: FairShare::start_epoch).
   std::uint64_t share_keys_crowded = 0;
   // Asks made: a share refused a key this node had no entry of, where keys
   // are routed (Ledger::add_ask; docs/cluster.md, "Asks").

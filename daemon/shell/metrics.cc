@@ -86,7 +86,8 @@ const StatusMetric kStatusMetrics[] = {
     labelled("rlimit_share_crowded_total", kCounter, "", "by", "new_keys"),
     counter("rlimit_share_keys_crowded_total",
             "Keys made crowded when many of a rule's keys were new at once (from 50 live "
-            "nodes): dense for 60 s, gossiped rather than routed to owners."),
+            "nodes): dense for 60 s, gossiped rather than routed to owners (where keys are "
+            "routed, only a sliding log's or window's)."),
     counter("rlimit_share_asks_total",
             "Keys this node's share refused with no entry of its own, where keys are routed: "
             "asked of their owners for their news."),
