@@ -92,7 +92,7 @@ const StatusMetric kStatusMetrics[] = {
             "Keys this node's share refused with no entry of its own, where keys are routed: "
             "asked of their owners for their news."),
     counter("rlimit_share_crowds_told_total",
-            "Keys made crowded for 3 s because a peer told of a crowd on them."),
+            "Keys made crowded for 1.5 s because a peer told of a crowd on them."),
     counter("rlimit_share_idle_raise_capped_total",
             "Fair share epochs whose raise for the bursts this node asks nothing in was held at "
             "its bound (1.5 x)."),
