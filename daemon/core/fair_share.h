@@ -413,20 +413,17 @@ class FairShare {
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
   }
-  // Many nodes meet the key at once, as far as this node can tell (one of
-  // many keys new at once: ShareInputs::crowded_start), most of them with a
-  // strict share: its demand is dense from `now` (kDenseMemoryUs), and the
-  // key crowded.
-  // A peer told of a crowd on the key (Limiter::note_crowd): crowded, and
-  // its demand dense, for `span_us` from `now` at least.
+  // The key crowded, and its demand dense, for `span_us` from `now` at
+  // least: a peer told of a crowd on it (Limiter::note_crowd,
+  // kToldCrowdUs).
   void make_crowded_for(TimeUs now, TimeUs span_us) {
     dense_until_us_ = std::max(dense_until_us_, now + span_us);
     crowded_ = true;
   }
-  void make_crowded(TimeUs now) {
-    dense_until_us_ = now + kDenseMemoryUs;
-    crowded_ = true;
-  }
+  // Many nodes meet the key at once, as far as this node can tell (one of
+  // many keys new at once: ShareInputs::crowded_start), most of them with a
+  // strict share: crowded, and its demand dense, for kDenseMemoryUs.
+  void make_crowded(TimeUs now) { make_crowded_for(now, kDenseMemoryUs); }
   // make_crowded() within kDenseMemoryUs. Such a key is gossiped, not routed
   // to owners (ClusterNode::routed): its news must reach the nodes whose
   // strict shares refused everything too, which routing would not tell (a

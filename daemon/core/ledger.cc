@@ -201,10 +201,9 @@ void Ledger::before_growth(KeyState& state, TimeUs now) {
   if (!state.share || !quiet(state, now) || state.share->woke_within(now, wake_quiet_us_)) {
     return;
   }
-  const std::uint64_t own =
-      state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
-  const FairShare::Wake wake = state.share->note_wake(consumed_sum(state), own, now, wake_quiet_us_,
-                                                      state.changed_us, state.consumed_at_us);
+  const FairShare::Wake wake =
+      state.share->note_wake(consumed_sum(state), own_consumed(state), now, wake_quiet_us_,
+                             state.changed_us, state.consumed_at_us);
   if (wake.crowded) ++crowded_bursts_;
   if (wake.straggler) ++straggler_wakes_;
 }

@@ -111,6 +111,11 @@ class Ledger {
   static TimeUs consumed_at_us(const KeyState& state, const Entry& e) {
     return state.consumed_at_us - TimeUs{1000} * behind_ms(state, e);
   }
+  // What this incarnation's own entry of the key holds: 0 without one, or
+  // for an ask (add_ask).
+  static std::uint64_t own_consumed(const KeyState& state) {
+    return state.own >= 0 ? state.entries[static_cast<std::size_t>(state.own)].consumed : 0;
+  }
   // How many other origins (not this node's entries) consumed from the key
   // at about the same time: their newest consumption within `within_us` of
   // the key's newest; or, if more, of the newest before `before_us` (> 0:

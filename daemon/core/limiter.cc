@@ -819,7 +819,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                               FairShare::kBurstHorizons * share_view_.horizon_us, woke_us);
     in.recent_others = recent.within;
     in.burst_others = recent.in_burst;
-    in.has_own = state.own >= 0 && state.entries[static_cast<std::size_t>(state.own)].consumed > 0;
+    in.has_own = Ledger::own_consumed(state) > 0;  // an ask is no spending
     // How many nodes spend on a key of this rule, learned from its keys'
     // epochs (x16, a running average).
     RuleShares& rule = rule_shares_of(p);

@@ -401,7 +401,7 @@ TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequestsOnASlidingLog) {
 // seeds 1 and 2 one key took 1.73 x its ceiling in its first window, and
 // 311,388 entries were gossiped against 81,310 routed to owners (seed 2);
 // since, 1.03 / 1.07 x and 2,481 against 105,042.
-TEST(AccuracyTest, ManyUsersKeysNewAtOnceStayRoutedWithinTheirCeiling) {
+TEST(FairShareSimTest, ManyUsersKeysNewAtOnceStayRoutedWithinTheirCeiling) {
   for (std::uint64_t seed : {1, 2}) {
     const Results r = run(shipped("owners1000", {"cluster.nodes=150", "traffic.0.keys=20000",
                                                  "traffic.0.rate=20000", "duration=\"14s\""}),
