@@ -374,6 +374,22 @@ TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 
+// The same on the leaky bucket, seed 2: about a third of the nodes ask a
+// given key in its second burst without having asked it in the first. They
+// meet it there with news of the first burst's crowd (16 or so origins, its
+// balance all but spent) and little yet of the second's, and each passed
+// its first request: 896 of the 1,552 that burst admitted, 1.55 x the
+// limit. Such a newcomer counts the last burst's crowd as a node that noted
+// the wake does (docs/cluster.md, "A newcomer counts the last burst"):
+// 1.26 x.
+TEST(FairShareSimTest, ManyKeysOn200NodesNewcomersCountTheLastBurst) {
+  const Results r = run(shipped("coldkeys", {"cluster.nodes=200", "duration=\"6s\"",
+                                             "rule.0.algorithm=\"leaky_bucket\""}),
+                        2);
+  expect_windows(r, "coldkeys, 200 nodes, leaky bucket, seed 2", 100 * 10.0);
+  EXPECT_GT(r.core.share_passes_thinned, 0u);
+}
+
 // The same on a sliding log, which repays no burst's overshoot. With the
 // crowd as the origins show (10-25 against about 200 nodes asking), each
 // burst after the first admitted 1.2-2.5 x the limit (seed 1, 9 s: the
