@@ -374,8 +374,8 @@ TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequests) {
   EXPECT_GT(r.core.share_passes_thinned, 0u);
 }
 
-// The same on the leaky bucket, seed 2: about a third of the nodes ask a
-// given key in its second burst without having asked it in the first. They
+// The same on the leaky bucket, seed 2: about 11 nodes a key ask it in its
+// second burst without having asked it in the first (traced). They
 // meet it there with news of the first burst's crowd (16 or so origins, its
 // balance all but spent) and little yet of the second's, and each passed
 // its first request: 896 of the 1,552 that burst admitted, 1.55 x the
