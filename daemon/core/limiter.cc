@@ -831,10 +831,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // then by many nodes over a second opens no gate (`hotkeys` at 50
       // nodes, counting a second's origins instead: -1.40% -> -4.43%, or
       // -6.50% where that kept the key thinned at its new bursts).
-      const Ledger::RecentOthers last = Ledger::recent_others(
-          state, FairShare::kCrowdedWithinUs, FairShare::kBurstHorizons * share_view_.horizon_us,
-          now - share_view_.horizon_us);
-      in.burst_others = std::max(in.burst_others, last.in_burst);
+      // (The larger of this burst's count and the last one's, as above.)
+      in.burst_others = Ledger::recent_others(state, FairShare::kCrowdedWithinUs,
+                                              FairShare::kBurstHorizons * share_view_.horizon_us,
+                                              now - share_view_.horizon_us)
+                            .in_burst;
     }
     in.has_own = Ledger::own_consumed(state) > 0;  // an ask is no spending
     // How many nodes spend on a key of this rule, learned from its keys'
