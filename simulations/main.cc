@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       "on virtual time, over a simulated network)"};
   std::string scenario_path;
   std::uint64_t seed = 1;
-  std::string json_path, csv_path, svg_path;
+  std::string json_path, csv_path, svg_path, requests_path;
   std::uint32_t swarm = 0;
   std::uint32_t seeds = 0;
   std::uint32_t jobs = 1;
@@ -46,8 +46,13 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON to this file");
   app.add_option("--csv", csv_path, "Write the time series (per sample) as CSV to this file");
   app.add_option("--svg", svg_path, "Write the plot of admitted rate against the limit (SVG)");
+  CLI::Option* requests_option = app.add_option(
+      "--requests", requests_path,
+      "Write every request's decision as CSV to this file (t_us,node,stream,key,cost,"
+      "admitted,ideal; simulations/lost_at_cap.py reads it)");
   app.add_option("--swarm", swarm,
-                 "Run K seeds from --seed with fault parameters drawn at random; report the worst");
+                 "Run K seeds from --seed with fault parameters drawn at random; report the worst")
+      ->excludes(requests_option);
   CLI::Option* seeds_option =
       app.add_option("--seeds", seeds,
                      "Run the scenario as it is with K seeds from --seed; report each run and "
@@ -55,7 +60,8 @@ int main(int argc, char** argv) {
           ->check(CLI::Range(1u, kMaxSeedRuns))
           ->excludes("--swarm")
           ->excludes("--csv")
-          ->excludes("--svg");
+          ->excludes("--svg")
+          ->excludes("--requests");
   app.add_option("--jobs", jobs, "With --seeds: how many runs at once (threads)")
       ->check(CLI::Range(1u, kMaxSeedJobs))
       ->needs(seeds_option);
@@ -116,9 +122,27 @@ int main(int argc, char** argv) {
   }
   Results results;
   std::string error;
-  if (!run_simulation(*load.scenario, seed, RunOptions{}, results, error)) {
+  RunOptions options;
+  std::ofstream requests;
+  if (!requests_path.empty()) {
+    requests.open(requests_path, std::ios::binary);
+    if (!requests) {
+      std::cerr << "rlimit-sim: cannot write the requests CSV to " << requests_path << "\n";
+      return 2;
+    }
+    requests << kRequestsHeader;
+    options.requests = &requests;
+  }
+  if (!run_simulation(*load.scenario, seed, options, results, error)) {
     std::cerr << "rlimit-sim: " << error << "\n";
     return 2;
+  }
+  if (requests.is_open()) {
+    requests.close();
+    if (!requests) {
+      std::cerr << "rlimit-sim: writing the requests CSV to " << requests_path << " failed\n";
+      return 1;
+    }
   }
   print_table(results, std::cout);
   bool ok = true;

@@ -526,6 +526,10 @@ class Simulation {
       key_windows_->add(unit_first_[stream] + (workload_->info(stream).per_key ? key : 0),
                         static_cast<std::int64_t>(bin), allowed ? tokens : 0, ideal ? tokens : 0);
     }
+    if (options_.requests != nullptr) {
+      *options_.requests << now_ << ',' << i << ',' << stream << ',' << key << ',' << cost << ','
+                         << (allowed ? 1 : 0) << ',' << (ideal ? 1 : 0) << '\n';
+    }
     digest_.mix(static_cast<std::uint64_t>(now_));
     digest_.mix((static_cast<std::uint64_t>(i) << 32) | stream);
     digest_.mix((static_cast<std::uint64_t>(key) << 2) | (allowed ? 1 : 0) | (ideal ? 2 : 0));
