@@ -46,10 +46,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON to this file");
   app.add_option("--csv", csv_path, "Write the time series (per sample) as CSV to this file");
   app.add_option("--svg", svg_path, "Write the plot of admitted rate against the limit (SVG)");
-  CLI::Option* requests_option = app.add_option(
-      "--requests", requests_path,
-      "Write every request's decision as CSV to this file (t_us,node,stream,key,cost,"
-      "admitted,ideal; simulations/lost_at_cap.py reads it)");
+  CLI::Option* requests_option =
+      app.add_option("--requests", requests_path,
+                     std::string("Write every request's decision as CSV to this file (") +
+                         kRequestsHeader + "; simulations/lost_at_cap.py reads it)");
   app.add_option("--swarm", swarm,
                  "Run K seeds from --seed with fault parameters drawn at random; report the worst")
       ->excludes(requests_option);
@@ -130,7 +130,6 @@ int main(int argc, char** argv) {
       std::cerr << "rlimit-sim: cannot write the requests CSV to " << requests_path << "\n";
       return 2;
     }
-    requests << kRequestsHeader;
     options.requests = &requests;
   }
   if (!run_simulation(*load.scenario, seed, options, results, error)) {

@@ -94,6 +94,7 @@ class Simulation {
     workload_ = std::make_unique<Workload>(s_, seed_, error);
     if (!error.empty()) return false;
     setup();
+    if (options_.requests != nullptr) *options_.requests << kRequestsHeader << '\n';
     while (!heap_.empty() && heap_.front().at <= s_.duration_us) {
       std::pop_heap(heap_.begin(), heap_.end(), Later{});
       Event e = std::move(heap_.back());

@@ -17,15 +17,16 @@ namespace rlimit::sim {
 
 struct RunOptions {
   bool keep_series = true;  // the swarm needs only the figures
-  // Where set, every request's decision as a CSV row (kRequestsHeader, no
-  // header written here): virtual time in microseconds since the run's
+  // Where set, the run writes kRequestsHeader and then every request's
+  // decision as a CSV row: virtual time in microseconds since the run's
   // start, the node, the stream, the key index, the cost, whether the
   // cluster admitted it and whether the ideal did. Not owned; written from
   // the run's thread only.
   std::ostream* requests = nullptr;
 };
 
-inline constexpr const char* kRequestsHeader = "t_us,node,stream,key,cost,admitted,ideal\n";
+// The columns of RunOptions::requests (no line end).
+inline constexpr const char* kRequestsHeader = "t_us,node,stream,key,cost,admitted,ideal";
 
 // Runs `scenario` with `seed`. On a scenario whose traffic cannot be derived
 // (see Workload) returns false and sets `error`.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "sim_support.h"
 
@@ -27,19 +28,24 @@ TEST(RequestsCsvTest, OneRowPerRequestSummingToTheRunsFiguresWithoutChangingTheR
 
   std::istringstream rows(csv.str());
   std::string row;
+  ASSERT_TRUE(std::getline(rows, row));
+  EXPECT_EQ(row, kRequestsHeader);
   std::uint64_t count = 0, admitted = 0, ideal = 0;
   std::int64_t last_t_us = 0;
   while (std::getline(rows, row)) {
     std::istringstream fields(row);
     std::int64_t t_us = 0;
     std::uint64_t node = 0, stream = 0, key = 0, cost = 0, allowed = 0, ideal_allowed = 0;
-    char c1, c2, c3, c4, c5, c6;
-    fields >> t_us >> c1 >> node >> c2 >> stream >> c3 >> key >> c4 >> cost >> c5 >> allowed >>
-        c6 >> ideal_allowed;
-    ASSERT_TRUE(fields && c1 == ',' && c6 == ',') << row;
+    char comma[6] = {};
+    fields >> t_us >> comma[0] >> node >> comma[1] >> stream >> comma[2] >> key >> comma[3] >>
+        cost >> comma[4] >> allowed >> comma[5] >> ideal_allowed;
+    ASSERT_TRUE(fields && std::string_view(comma, 6) == ",,,,,,") << row;
+    EXPECT_TRUE(fields.peek() == std::char_traits<char>::eof()) << row;
     EXPECT_GE(t_us, last_t_us) << row;  // in the order of virtual time
     EXPECT_LT(node, scenario.cluster.nodes) << row;
+    EXPECT_LT(stream, scenario.traffic.size()) << row;
     EXPECT_LE(allowed, 1u);
+    EXPECT_LE(ideal_allowed, 1u);
     last_t_us = t_us;
     ++count;
     admitted += allowed * cost;
