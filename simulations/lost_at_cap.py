@@ -11,8 +11,9 @@ the cluster never makes up; an overshoot is repaid. Under demand above the
 limit the ideal's bucket stands near zero and loses nothing, so the room lost
 from --from on is the cluster's lasting under-admission there.
 
-Prints, per second: the cluster's admissions, the ideal's, and the room lost;
-then the totals from --from on.
+Prints, per second: the cluster's admissions, the ideal's, and the room lost
+(counted in the second of the request that found it); then the totals from
+--from on.
 
   build/bin/rlimit-sim --scenario simulations/scenarios/coldkeys.toml \\
       --set cluster.nodes=200 --seed 1 --requests /tmp/requests.csv
@@ -65,7 +66,7 @@ def main():
             if ideal_allowed:
                 ideal[second] += cost
 
-    seconds = sorted(set(admitted) | set(ideal))
+    seconds = sorted(set(admitted) | set(ideal) | set(lost))
     print("second admitted ideal lost_at_cap")
     for s in seconds:
         print(f"{s} {admitted[s]} {ideal[s]} {lost[s]:.1f}")

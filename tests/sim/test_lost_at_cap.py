@@ -40,6 +40,16 @@ def test_room_the_refill_takes_past_the_cap_is_lost_and_an_overshoot_is_not(tmp_
                                            "lost at the cap 9 (900.00% of the ideal)")
 
 
+def test_a_second_whose_requests_nobody_admitted_still_counts_what_it_lost(tmp_path):
+    # The 2nd second's only request is refused by both and finds 9 + 20
+    # refilled, 19 past the cap: lost there, and in the totals.
+    out = run(tmp_path, ["0,0,0,0,1,1,1", "2000000,0,0,0,1,0,0"], "--rate", "10", "--burst", "10")
+    assert out.returncode == 0, out.stderr
+    assert "2 0 0 19.0" in out.stdout.splitlines()
+    assert out.stdout.splitlines()[-1] == ("from 0 s: admitted 1, ideal 1 (+0.00%), "
+                                           "lost at the cap 19 (1900.00% of the ideal)")
+
+
 def test_a_malformed_row_is_named_by_its_line(tmp_path):
     out = run(tmp_path, ["0,0,0,0,1,1,1", "12,zero,0,0,1,x,1"], "--rate", "10", "--burst", "10")
     assert out.returncode != 0
