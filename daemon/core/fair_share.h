@@ -524,6 +524,12 @@ class FairShare {
   // at 200 nodes from +0.18% to -1.12% (docs/cluster.md, "A fixed
   // window's debt").
   std::uint32_t stepwise_ : 1 = 0;
+  // This epoch's first request beyond the share is kept, though demand here
+  // was dense lately: a crowd's pass a draw kept, where the algorithm repays
+  // an overshoot and this node asked at most one request in its last epoch
+  // (start_epoch).
+  std::uint32_t crowd_pass_ : 1 = 0;
+  std::uint32_t asked_last_epoch_ : 3 = 0;  // asked_ when this epoch started
   std::int64_t burst_balance_ = -1;
   TimeUs burst_woke_us_ = 0;
   TimeUs last_asked_us_ = 0;
