@@ -308,10 +308,10 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // had one where 125 nodes asked). The share's dither already admits it
   // with the share's size as the chance, so a draw keeps it beyond the
   // share only with what tops that up to the crowd's (before, the draw's
-  // chance came on top of the share's: a full bucket's burst admitted 14.8
-  // of a pool of 10-11 on average, and the cycles of overshoot and silent
-  // repayment lost room at the cap; docs/cluster.md, "A crowd's chance,
-  // counted once"). Together they keep about the pool. The recent
+  // chance came on top of the share's: a full bucket's burst admitted 17.0
+  // of a pool of 10-11 on average, 15.8 since, and the cycles of overshoot
+  // and silent repayment lost room at the cap; docs/cluster.md, "A crowd's
+  // chance, counted once"). Together they keep about the pool. The recent
   // origins alone, a lower bound on who asks, kept too many (1.57 x,
   // measured with the gate on a second's origins). Not
   // on a sliding window (crowd_makes_dense), which repays no overshoot and
