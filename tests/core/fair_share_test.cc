@@ -941,7 +941,9 @@ TEST(FairShareTest, ACrowdsPassHoldsAtADenseNodeWhereTheAlgorithmRepays) {
     });
     // Every pass a draw did not keep is counted; elsewhere a kept one
     // admits nothing at a dense node, as before.
-    if (repays) EXPECT_EQ(thinned, 1000 - kept);
+    if (repays) {
+      EXPECT_EQ(thinned, 1000 - kept);
+    }
     return kept;
   };
   // The crowd's chance, half (10 over 20 recent origins), over the share's
