@@ -408,7 +408,7 @@ class FairShare {
   // density on the key; true while that demand is dense.
   bool count(TimeUs now) {
     note_asked(now);
-    asked_since_wake_ = true;
+    if (asked_in_burst_ < kMaxAsked) ++asked_in_burst_;
     if (asked_ < kMaxAsked) ++asked_;
     if (asked_ >= kDenseRequests) dense_until_us_ = now + kDenseMemoryUs;
     return dense(now);
@@ -526,10 +526,15 @@ class FairShare {
   std::uint32_t stepwise_ : 1 = 0;
   // This epoch's first request beyond the share is kept, though demand here
   // was dense lately: a crowd's pass a draw kept, where the algorithm repays
-  // an overshoot and this node asked at most one request in its last epoch
+  // an overshoot, this node asked nothing yet in this burst and at most one
+  // request in the last burst it asked in
   // (start_epoch).
   std::uint32_t crowd_pass_ : 1 = 0;
-  std::uint32_t asked_last_epoch_ : 3 = 0;  // asked_ when this epoch started
+  // Requests this node asked (count()) since the key's burst began (the
+  // wake after an idle spell, note_wake), and in the last burst it asked
+  // in; both saturate at kMaxAsked.
+  std::uint32_t asked_in_burst_ : 3 = 0;
+  std::uint32_t asked_last_burst_ : 3 = 0;
   std::int64_t burst_balance_ = -1;
   TimeUs burst_woke_us_ = 0;
   TimeUs last_asked_us_ = 0;
@@ -565,7 +570,6 @@ class FairShare {
   bool strict_ : 1 = false;
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
-  bool asked_since_wake_ : 1 = false;    // count() since the last wake
 };
 
 // For ShareInputs::refill_fraction: the fraction of its next unit that an

@@ -921,9 +921,13 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
 // A request beyond the share and the crowd's chance is refused, and counted
 // as a thinned pass; where the algorithm repays an overshoot, a kept pass
 // holds though this node's demand on the key is dense (its share alone is
-// then the weights', which lag behind who asks: `coldkeys` at 200 nodes).
+// then the weights', which lag behind who asks: `coldkeys` at 200 nodes),
+// at the node's first request of a burst, where it asked at most one in the
+// last burst it asked in. A node asking several a burst spends its share
+// (`periodic` at 200 nodes, about 5 a job: passed at each epoch's first
+// request, the token bucket overshot by 1.5-2% over 123 s).
 TEST(FairShareTest, ACrowdsPassHoldsAtADenseNodeWhereTheAlgorithmRepays) {
-  const auto kept = [](bool repays) {
+  const auto kept = [](bool repays, int asked_last_burst, int asked_this_burst) {
     int thinned = 0;
     const int kept = admitted_of([&](std::uint64_t node) {
       FairShare share;
@@ -932,7 +936,10 @@ TEST(FairShareTest, ACrowdsPassHoldsAtADenseNodeWhereTheAlgorithmRepays) {
       in.repays_overshoot = repays;
       const TimeUs at = kStart + 100 * kHorizonUs;
       share.start_epoch(view_of(200), in, kStart);
+      // A burst this node asked in, ended by the first of the wakes below.
+      for (int i = 0; i < asked_last_burst; ++i) share.count(kStart + 1);
       asked_in_no_wake(share, at);
+      for (int i = 0; i < asked_this_burst; ++i) share.count(at - 1);
       share.make_crowded_for(kStart, FairShare::kDenseMemoryUs);  // dense from here on
       in.all_consumed = 100;  // by others: a share of 1/96 of the pool
       thinned += share.start_epoch(view_of(200), in, at).pass_thinned ? 1 : 0;
@@ -941,15 +948,18 @@ TEST(FairShareTest, ACrowdsPassHoldsAtADenseNodeWhereTheAlgorithmRepays) {
     });
     // Every pass a draw did not keep is counted; elsewhere a kept one
     // admits nothing at a dense node, as before.
-    if (repays) {
+    if (repays && asked_last_burst <= 1 && asked_this_burst == 0) {
       EXPECT_EQ(thinned, 1000 - kept);
     }
     return kept;
   };
   // The crowd's chance, half (10 over 20 recent origins), over the share's
   // 10/96: (1/2 - 10/96) / (86/96) = 38/86, 442 of 1000.
-  EXPECT_NEAR(kept(true), 442, 50);
-  EXPECT_EQ(kept(false), 0);
+  EXPECT_NEAR(kept(true, 0, 0), 442, 50);
+  EXPECT_NEAR(kept(true, 1, 0), 442, 50);
+  EXPECT_EQ(kept(true, 2, 0), 0);  // several in its last burst
+  EXPECT_EQ(kept(true, 0, 1), 0);  // not its first of this burst
+  EXPECT_EQ(kept(false, 0, 0), 0);
 }
 
 // At a new burst (the key's entries quiet for a horizon) the crowd is larger

@@ -478,13 +478,16 @@ Results periodic_with_windows_checked(int nodes, const std::string& algorithm = 
 // debt, carried"); -1.26..+1.12% (seed 1 +1.12%) since that debt is
 // exact; -0.70% (seeds 1-4 -1.82..-0.70%) before a crowd's chance was
 // counted once, +2.38% (seeds 1-4 -0.56..+2.38%, mean size 1.19% ->
-// 0.98%) since (docs/cluster.md, "A crowd's chance, counted once"). The
-// run is still beyond the issue's 1% at some seeds (docs/accuracy.md,
+// 0.98%) since (docs/cluster.md, "A crowd's chance, counted once"), a
+// crowd's pass kept at each epoch's first request at a dense node; +0.42%
+// (seeds 1-4 -1.54..+0.42%, mean size 0.84%) since that pass holds at a
+// node's first request of a burst only ("A crowd's pass, once a burst").
+// The run is still beyond the issue's 1% at some seeds (docs/accuracy.md,
 // guarantee 3), so it is bounded here at what it does, the windows at the
 // issue's bounds.
 TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   const Results r = periodic_with_windows_checked(200);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.025);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
   EXPECT_GT(r.core.share_credits_carried, 0u);  // a lost shortfall, credited
