@@ -120,7 +120,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
   if (c.share_straggler_wakes > 0) {
     row(out, "fair shares: debts kept past a straggler", std::to_string(c.share_straggler_wakes),
         "(wakes whose news since the last held at most " +
-            std::to_string(core::FairShare::kMostStragglerUnits) + " units: a window's debt kept)");
+            std::to_string(core::FairShare::kMostStragglerUnits) +
+            " units: a debt or credit kept)");
   }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",

@@ -292,9 +292,9 @@ class FairShare {
   static constexpr std::int64_t kMaxCarriedUnits = std::numeric_limits<std::int32_t>::max();
   // A wake whose news until the next wake held at most this many units was
   // a straggler's (a retransmission after a loss), not a burst: a debt
-  // waiting for an epoch is kept through it (stepwise_; note_wake; counted:
-  // Wake::straggler, the ledger's straggler_wakes). The one traced, on
-  // `periodic` at 200 nodes, was 2.
+  // waiting for an epoch is kept through it (note_wake; counted:
+  // Wake::straggler, the ledger's straggler_wakes). Those traced, on
+  // `periodic` at 200 nodes, held 1 or 2.
   static constexpr std::uint64_t kMostStragglerUnits = 5;
   // A crowd told (Limiter::KeyNews::crowd): where keys are routed, a node
   // that knows at least this many origins of a key about as new as its
@@ -359,7 +359,7 @@ class FairShare {
     bool crowded = false;
     // The news since the last wake held at most kMostStragglerUnits: that
     // wake was a straggler's, and a debt or credit waiting for an epoch
-    // was kept through it (stepwise_ only).
+    // was kept through it.
     bool straggler = false;
   };
   Wake note_wake(std::uint64_t all_before, std::uint64_t own_before, TimeUs now, TimeUs quiet_us,
@@ -516,13 +516,15 @@ class FairShare {
   // The algorithm carries a debt and refills in steps (ShareInputs::
   // refill_step_us, as of the last epoch): a fixed or a sliding window.
   // Its debt is counted in whole windows, not from the burst's end, which
-  // a node can only guess, and it is kept through a wake that only a
-  // straggler's news or a refused request made (note_wake, woke_within).
-  // The bucket-like algorithms' debt does take the burst's end (the newest
-  // news less a horizon: about 150 ms of a 200 ms job, median over 200
-  // nodes), so it runs high, and kept so at more nodes it took `periodic`
-  // at 200 nodes from +0.18% to -1.12% (docs/cluster.md, "A fixed
-  // window's debt").
+  // a node can only guess, and it is carried by the first epoch after the
+  // wake however late, and kept through a wake that only a refused request
+  // made (woke_within). The bucket-like algorithms' debt does take the
+  // burst's end (the newest news less a horizon: about 150 ms of a 200 ms
+  // job, median over 200 nodes), so it runs high, and carried so at more
+  // nodes it took `periodic` at 200 nodes from +0.18% to -1.12% (docs/
+  // cluster.md, "A fixed window's debt"). Through a straggler's wake
+  // (note_wake) every algorithm's is kept: "A straggler's wake, for every
+  // algorithm".
   std::uint32_t stepwise_ : 1 = 0;
   // This epoch's first request beyond the share is kept, though demand here
   // was dense lately: a crowd's pass a draw kept, where the algorithm repays

@@ -243,7 +243,7 @@ const StatusMetric kStatusMetrics[] = {
     labelled("rlimit_share_crowded_total", kCounter, "", "by", "burst"),
     counter("rlimit_share_straggler_wakes_total",
             "Wakes whose news since the last held at most 5 units: that wake was a straggler's, "
-            "and a window's debt waiting for its epoch was kept through it."),
+            "and a debt or credit waiting for its epoch was kept through it."),
     // PeerCounters
     labelled("rlimit_peer_packets_total", kCounter, "Peer datagrams or frames on the peer socket.",
              "direction", "in"),

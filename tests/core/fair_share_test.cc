@@ -530,34 +530,44 @@ TEST(FairShareTest, ASlidingWindowsDebtIsForgivenOnlyTwoWindowsOn) {
   EXPECT_EQ(debt_after(1'900'000), 10);
 }
 
-// Where the key refills in steps (a fixed window), a wake that no epoch
-// here followed (this node asked nothing since: most likely a straggler's
-// news, a retransmission after a loss that came after a quiet spell) keeps
-// the debt the burst before it ran up (110 of a window's 100) for the next
+// A wake that no epoch here followed (this node asked nothing since: most
+// likely a straggler's news, a retransmission after a loss that came after
+// a quiet spell) keeps the debt the burst before it ran up for the next
 // epoch, which carries it, and it is not lost at the next wake; the
-// straggler's 2 are not counted. A bucket's is lost there, as before
-// (FairShare::stepwise_: its debt runs high).
-TEST(FairShareTest, AFixedWindowsDebtWaitingForAnEpochIsKeptAtTheNextWake) {
+// straggler's units are not counted. Where the key refills in steps (a
+// fixed window), 110 of a window's 100 is a debt of 10; a bucket's 130 of
+// 100 and 20 refilled over the 200 ms burst too. Before, a bucket's was
+// lost there, and with it the first job's shortfall on `periodic` at 200
+// nodes at most nodes.
+TEST(FairShareTest, ADebtWaitingForAnEpochIsKeptThroughAStragglersWake) {
   // The debt after the straggler's wake and the next, whose news since
   // the straggler's held `units`; and whether the next wake found the
   // straggler.
-  const auto debt_after_a_straggler = [](TimeUs step_us, std::uint64_t units) {
-    DebtBurst burst(200'000, 0, 0, step_us);
+  const auto debt_after_a_straggler = [](TimeUs step_us, std::uint64_t consumed,
+                                         std::uint64_t units) {
+    // A bucket's key is not new to the cluster (its first burst would be
+    // woken at its first epoch).
+    const std::uint64_t before = step_us > 0 ? 0 : 1000;
+    DebtBurst burst(200'000, before, 0, step_us);
     const TimeUs asked_until = burst.woke + 200'000;
-    const FairShare::Wake straggler = burst.share.note_wake(110, 55, burst.woke + kUsPerSecond,
-                                                            kHorizonUs, asked_until, asked_until);
+    const FairShare::Wake straggler =
+        burst.share.note_wake(before + consumed, (before + consumed) / 2, burst.woke + kUsPerSecond,
+                              kHorizonUs, asked_until, asked_until);
     EXPECT_FALSE(straggler.straggler);  // it ends the burst: the debt is reckoned
-    burst.next_wake(110 + units, burst.woke + 5 * kUsPerSecond, 100);
+    burst.next_wake(consumed + units, burst.woke + 5 * kUsPerSecond, 100);
     return std::pair{burst.share.debt(), burst.last_wake.straggler};
   };
-  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, 2), std::pair(std::int64_t{10}, true));
-  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, FairShare::kMostStragglerUnits),
-            std::pair(std::int64_t{10}, true));
-  // One unit more was a burst: the debt is dropped, and no straggler counted.
-  EXPECT_EQ(debt_after_a_straggler(kUsPerSecond, FairShare::kMostStragglerUnits + 1),
-            std::pair(std::int64_t{0}, false));
-  EXPECT_EQ(debt_after_a_straggler(0, 2),
-            std::pair(std::int64_t{0}, false));  // a bucket's is dropped
+  constexpr auto kMost = FairShare::kMostStragglerUnits;
+  for (const auto& [step_us, consumed] : {std::pair<TimeUs, std::uint64_t>{kUsPerSecond, 110},
+                                          std::pair<TimeUs, std::uint64_t>{0, 130}}) {
+    SCOPED_TRACE(step_us);
+    EXPECT_EQ(debt_after_a_straggler(step_us, consumed, 2), std::pair(std::int64_t{10}, true));
+    EXPECT_EQ(debt_after_a_straggler(step_us, consumed, kMost), std::pair(std::int64_t{10}, true));
+    // One unit more was a burst: the debt is dropped, and no straggler
+    // counted.
+    EXPECT_EQ(debt_after_a_straggler(step_us, consumed, kMost + 1),
+              std::pair(std::int64_t{0}, false));
+  }
 }
 
 // A forgiven debt's refills are rounded down, as one bucket admits whole

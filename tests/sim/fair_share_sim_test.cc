@@ -491,7 +491,20 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesHoldsTheWindows) {
   EXPECT_GT(r.core.share_crowded_epochs, 0u);
   EXPECT_GT(r.core.share_debts_carried, 0u);
   EXPECT_GT(r.core.share_credits_carried, 0u);  // a lost shortfall, credited
-  EXPECT_EQ(r.core.share_straggler_wakes, 0u);  // a bucket keeps no debt past one
+}
+
+// The same job on GCRA: its first job, a cold start at every node, fell
+// short of the ideal's 119 by 13-20 (seeds 1-4), a credit each node that
+// refused in it carries into the next job; but at most nodes a straggler's
+// news woke the key again before an epoch there carried it, and the next
+// wake dropped it: this seed -1.12% (seeds 1-4 -1.40..-0.70%). Kept through
+// a straggler's wake since (docs/cluster.md, "A straggler's wake, for every
+// algorithm"): +0.14% (seeds 1-4 -0.70..+0.98%).
+TEST(FairShareSimTest, APeriodicJobOn200NodesOnGcraCarriesItsColdStartsShortfall) {
+  const Results r = periodic_with_windows_checked(200, "gcra");
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+  EXPECT_GT(r.core.share_straggler_wakes, 0u);
+  EXPECT_GT(r.core.share_credits_carried, 0u);
 }
 
 // A job on every node every 5 s (`periodic`) on a sliding window at 200
