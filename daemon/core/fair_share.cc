@@ -84,7 +84,7 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   // lost their error of the first job so: a fixed window's debt, and a
   // bucket's credit for a cold start that fell short (GCRA, seed 1: 16 of
   // 200 nodes carried the first job's 19 short; seeds 1-4 -1.12 / -0.98 /
-  // -1.40 / -0.84% over 30 s where they keep it through a straggler's
+  // -1.40 / -0.70% over 30 s where they keep it through a straggler's
   // wake: +0.14 / -0.28 / +0.98 / -0.70%). Not after a burst this node did
   // not ask in (its own error is not known here).
   debt_ = 0;

@@ -529,8 +529,7 @@ class FairShare {
   // This epoch's first request beyond the share is kept, though demand here
   // was dense lately: a crowd's pass a draw kept, where the algorithm repays
   // an overshoot, this node asked nothing yet in this burst and at most one
-  // request in the last burst it asked in
-  // (start_epoch).
+  // request in the last burst it asked in (start_epoch).
   std::uint32_t crowd_pass_ : 1 = 0;
   // Requests this node asked (count()) since the key's burst began (the
   // wake after an idle spell, note_wake), and in the last burst it asked

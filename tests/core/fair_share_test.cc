@@ -935,7 +935,7 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
 // at the node's first request of a burst, where it asked at most one in the
 // last burst it asked in. A node asking several a burst spends its share
 // (`periodic` at 200 nodes, about 5 a job: passed at each epoch's first
-// request, the token bucket overshot by 1.5-2% over 123 s).
+// request, the token bucket +2.00 / +0.98% over 123 s, seeds 1 / 2).
 TEST(FairShareTest, ACrowdsPassHoldsAtADenseNodeWhereTheAlgorithmRepays) {
   const auto kept = [](bool repays, int asked_last_burst, int asked_this_burst) {
     int thinned = 0;
