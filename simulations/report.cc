@@ -123,6 +123,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
             std::to_string(core::FairShare::kMostStragglerUnits) +
             " units: a debt or credit kept)");
   }
+  if (c.share_crowds_disproved > 0) {
+    row(out, "fair shares: crowds disproved", std::to_string(c.share_crowds_disproved),
+        "(wakes whose last burst spent at most 1/" +
+            std::to_string(core::FairShare::kDisprovedCrowdPools) +
+            " of its pool: the key's crowd marks dropped)");
+  }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",
         std::to_string(c.share_credits_carried) + " / " +
@@ -440,6 +446,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
       << ", \"share_debts_capped\": " << c.share_debts_capped
       << ", \"share_straggler_wakes\": " << c.share_straggler_wakes
+      << ", \"share_crowds_disproved\": " << c.share_crowds_disproved
       << ", \"share_credits_carried\": " << c.share_credits_carried
       << ", \"share_credit_carried_units\": " << c.share_credit_carried_units
       << ", \"share_passes_thinned\": " << c.share_passes_thinned

@@ -61,6 +61,7 @@ struct CoreTotals {
   std::uint64_t share_crowded_epochs = 0;  // epochs that found a key crowded by its origins
   std::uint64_t share_crowded_bursts = 0;  // wakes that found the burst before crowded
   std::uint64_t share_straggler_wakes = 0;  // wakes that kept a debt or credit past a straggler
+  std::uint64_t share_crowds_disproved = 0;  // wakes that dropped a key's crowd marks
   std::uint64_t share_crowded_starts = 0;  // rules whose many new keys made their probes strict
   std::uint64_t share_keys_crowded = 0;    // keys a crowded start made crowded (gossiped)
   std::uint64_t share_asks = 0;            // refused keys asked for where routed

@@ -278,6 +278,7 @@ class Simulation {
     t.share_crowded_epochs += l.share_crowded_epochs;
     t.share_crowded_bursts += node.limiter->ledger().crowded_bursts();
     t.share_straggler_wakes += node.limiter->ledger().straggler_wakes();
+    t.share_crowds_disproved += node.limiter->ledger().crowds_disproved();
     t.share_crowded_starts += l.share_crowded_starts;
     t.share_keys_crowded += l.share_keys_crowded;
     t.share_asks += l.share_asks;

@@ -206,6 +206,7 @@ void Ledger::before_growth(KeyState& state, TimeUs now) {
                              state.changed_us, state.consumed_at_us);
   if (wake.crowded) ++crowded_bursts_;
   if (wake.straggler) ++straggler_wakes_;
+  if (wake.crowd_disproved) ++crowds_disproved_;
 }
 
 void Ledger::sent_entries(KeyState& state) {

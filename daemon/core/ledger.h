@@ -299,6 +299,10 @@ class Ledger {
   // FairShare::kMostStragglerUnits: the last was a straggler's, and a debt
   // waiting for its epoch was kept through it (FairShare::Wake::straggler).
   std::uint64_t straggler_wakes() const { return straggler_wakes_; }
+  // Wakes at which a key's share found the burst before no crowd's (it
+  // spent at most 1/FairShare::kDisprovedCrowdPools of its pool) and
+  // dropped the key's crowd marks (FairShare::Wake::crowd_disproved).
+  std::uint64_t crowds_disproved() const { return crowds_disproved_; }
 
   // What peers may make this ledger hold ([cluster] max_origins,
   // max_ledger_keys, max_entries_per_key). Only what peers send is refused
@@ -374,6 +378,7 @@ class Ledger {
   std::uint64_t entries_over_bound_ = 0;
   std::uint64_t crowded_bursts_ = 0;
   std::uint64_t straggler_wakes_ = 0;
+  std::uint64_t crowds_disproved_ = 0;
   Bounds bounds_;
   std::uint64_t history_forgiven_ = 0;
   std::uint64_t asks_ = 0;

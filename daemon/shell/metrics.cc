@@ -244,6 +244,9 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_straggler_wakes_total",
             "Wakes whose news since the last held at most 5 units: that wake was a straggler's, "
             "and a debt or credit waiting for its epoch was kept through it."),
+    counter("rlimit_share_crowds_disproved_total",
+            "Wakes whose last burst spent at most an eighth of its pool: no crowd's, and the "
+            "key's crowd marks were dropped."),
     // PeerCounters
     labelled("rlimit_peer_packets_total", kCounter, "Peer datagrams or frames on the peer socket.",
              "direction", "in"),
@@ -408,7 +411,7 @@ constexpr std::string_view kStatusNames[] = {
     "members_tables_sent", "members_tables_not_sent", "members_alive", "members_suspect",
     "members_dead", "members_left", "ledger_history_forgiven", "ledger_origins_over_bound",
     "ledger_keys_over_bound", "ledger_entries_over_bound", "share_crowded_bursts",
-    "share_straggler_wakes",
+    "share_straggler_wakes", "share_crowds_disproved",
     // PeerCounters
     "peer_packets_received", "peer_bytes_received", "peer_packets_sent", "peer_bytes_sent",
     "peer_bad_mac", "peer_unknown_key", "peer_malformed", "peer_oversize", "peer_send_errors",

@@ -56,6 +56,9 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     // Wakes through which a window's debt was kept: the wake before was a
     // straggler's (FairShare::kMostStragglerUnits).
     add_counter("share_straggler_wakes", limiter.ledger().straggler_wakes());
+    // Wakes that dropped a key's crowd marks: the burst before spent at most
+    // an eighth of its pool (FairShare::kDisprovedCrowdPools).
+    add_counter("share_crowds_disproved", limiter.ledger().crowds_disproved());
   };
   if (context.cluster != nullptr) {
     const core::Membership& membership = context.cluster->membership();

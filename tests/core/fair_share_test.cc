@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -799,6 +800,38 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
   EXPECT_EQ(next_burst(89, kEnded), std::pair(FairShare::Answer::kSparse, false));
   const TimeUs beyond = (FairShare::kLogWakeHorizons + 1) * kHorizonUs + 1;
   EXPECT_EQ(next_burst(200, beyond), std::pair(FairShare::Answer::kSparse, false));
+}
+
+// A crowd disproved: a key made crowded (here as one of many new at once)
+// whose next burst, all shared from its wake's pool, spent at least a unit
+// and at most 1/kDisprovedCrowdPools of that pool was no crowd's: the marks
+// go, and the first request of an epoch is kept beyond the share again. A
+// burst that spent more keeps them, and so does a wake with nothing spent
+// since the last (no evidence).
+TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
+  const auto next_burst = [](std::uint64_t consumed) {
+    FairShare share;
+    ShareInputs in{.headroom = 0, .refill = 0, .others = 9, .has_own = true};
+    share.start_epoch(view_of(10), in, kStart);
+    share.make_crowded(kStart);  // dense for kDenseMemoryUs
+    const TimeUs woke = kStart + kUsPerSecond;
+    share.note_wake(0, 0, woke, kHorizonUs, kStart);
+    in.headroom = 20;
+    in.refill = 12;
+    share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 32
+    const TimeUs again = woke + kUsPerSecond;
+    const FairShare::Wake wake = share.note_wake(consumed, 0, again, kHorizonUs, woke + 50'000);
+    in.headroom = 0;
+    in.refill = 0;
+    in.all_consumed = consumed;
+    share.start_epoch(view_of(10), in, again);
+    return std::tuple(share.ask(1, again), wake.crowd_disproved, share.crowded(again));
+  };
+  static_assert(FairShare::kDisprovedCrowdPools * 4 == 32);
+  EXPECT_EQ(next_burst(4), std::tuple(FairShare::Answer::kSparse, true, false));
+  EXPECT_EQ(next_burst(1), std::tuple(FairShare::Answer::kSparse, true, false));
+  EXPECT_EQ(next_burst(5), std::tuple(FairShare::Answer::kRefused, false, true));
+  EXPECT_EQ(next_burst(0), std::tuple(FairShare::Answer::kRefused, false, true));
 }
 
 // An epoch that sees kCrowdedOriginsPerPool times as many origins spending
