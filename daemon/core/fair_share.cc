@@ -51,7 +51,6 @@ std::int64_t fraction_drawn(std::uint64_t seed) {
 
 }  // namespace
 
-
 // One per key this node checks (docs/cluster.md, "Fair shares": memory).
 static_assert(sizeof(FairShare) <= 176);
 
@@ -106,14 +105,18 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
     } else if (const std::uint64_t consumed = since(all_before, all_at_wake_);
                consumed > 0 && kDisprovedCrowdPools * i128{consumed} <= burst_pool_) {
       // A crowd disproved (kDisprovedCrowdPools): the burst spent an eighth
-      // of its pool or less, where a crowd would have spent it all; no
-      // other node passing a first request at once would spend this one's
-      // part. The key's crowd marks go, whatever set them: a start among
-      // many keys new at once (make_crowded), a crowded burst or epoch, a
-      // thinned crowd (crowd_thinned_); what still holds sets them again.
-      // A wake with nothing consumed since the last is no evidence: on
-      // `coldkeys` at 200 nodes such wakes, counted too, took the run from
-      // +1.28% to +5.14% of the ideal.
+      // of its pool or less, where a crowd, each node keeping a first
+      // request, spends about all of it. The key's crowd marks go,
+      // whatever set them: a start among many keys new at once
+      // (make_crowded), a crowded burst or epoch, a thinned crowd
+      // (crowd_thinned_), this node's own dense demand (whose share then
+      // refused while the pool went unspent); what still holds sets them
+      // again. A wake with nothing consumed since the last is no evidence
+      // (the last wake was noted by a request that its share then refused,
+      // as the trace's entries older than that wake showed: demand the
+      // share held back, not a burst that asked little): on `coldkeys` at
+      // 200 nodes such wakes, counted too, took the run from +1.28% to
+      // +5.14% of the ideal.
       found.crowd_disproved = dense(now) || crowded_ || crowd_thinned_;
       dense_until_us_ = -1;
       crowded_ = false;
