@@ -775,16 +775,31 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
 // no first request is kept beyond its share. A burst below three times its
 // pool (a refill over up to three horizons may do that) changes nothing, nor
 // does one that went on past kLogWakeHorizons + 1 horizons after its wake.
+// A share of a key 9 other origins spend on (10 live nodes), made crowded
+// at kStart if `crowded`, whose key woke a second later, with an epoch at
+// the wake that noted the pool there (headroom + refill) for the next
+// wake's checks.
+struct WokenShare {
+  FairShare share;
+  ShareInputs in;
+  TimeUs woke = 0;
+};
+WokenShare woken_with_pool(std::int64_t headroom, std::int64_t refill, bool crowded) {
+  WokenShare w;
+  w.in = ShareInputs{.headroom = 0, .refill = 0, .others = 9, .has_own = true};
+  w.share.start_epoch(view_of(10), w.in, kStart);
+  if (crowded) w.share.make_crowded(kStart);  // dense for kDenseMemoryUs
+  w.woke = kStart + kUsPerSecond;
+  w.share.note_wake(0, 0, w.woke, kHorizonUs, kStart);
+  w.in.headroom = headroom;
+  w.in.refill = refill;
+  w.share.start_epoch(view_of(10), w.in, w.woke);
+  return w;
+}
+
 TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
   const auto next_burst = [](std::uint64_t consumed, TimeUs ended_after_us) {
-    FairShare share;
-    ShareInputs in{.headroom = 0, .refill = 0, .others = 9, .has_own = true};
-    share.start_epoch(view_of(10), in, kStart);
-    const TimeUs woke = kStart + kUsPerSecond;
-    share.note_wake(0, 0, woke, kHorizonUs, kStart);
-    in.headroom = 20;
-    in.refill = 10;
-    share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 30
+    auto [share, in, woke] = woken_with_pool(20, 10, false);  // a pool of 30
     const TimeUs again = woke + kUsPerSecond;
     const bool crowded =
         share.note_wake(consumed, 0, again, kHorizonUs, woke + ended_after_us).crowded;
@@ -810,15 +825,7 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
 // since the last (no evidence).
 TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
   const auto next_burst = [](std::uint64_t consumed) {
-    FairShare share;
-    ShareInputs in{.headroom = 0, .refill = 0, .others = 9, .has_own = true};
-    share.start_epoch(view_of(10), in, kStart);
-    share.make_crowded(kStart);  // dense for kDenseMemoryUs
-    const TimeUs woke = kStart + kUsPerSecond;
-    share.note_wake(0, 0, woke, kHorizonUs, kStart);
-    in.headroom = 20;
-    in.refill = 12;
-    share.start_epoch(view_of(10), in, woke);  // notes the pool at the wake: 32
+    auto [share, in, woke] = woken_with_pool(20, 12, true);  // a pool of 32
     const TimeUs again = woke + kUsPerSecond;
     const FairShare::Wake wake = share.note_wake(consumed, 0, again, kHorizonUs, woke + 50'000);
     in.headroom = 0;
