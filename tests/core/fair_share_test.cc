@@ -822,12 +822,22 @@ TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
 // and at most 1/kDisprovedCrowdPools of that pool was no crowd's: the marks
 // go, and the first request of an epoch is kept beyond the share again. A
 // burst that spent more keeps them, and so does a wake with nothing spent
-// since the last (no evidence).
+// since the last (no evidence). That wake (the last was noted by a request
+// its share then refused) keeps the pool noted at the last, and the wake
+// after it judges the burst whole.
 TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
-  const auto next_burst = [](std::uint64_t consumed) {
+  // `news_after_us` > 0: the wake at the pool was a refused request's, and
+  // news woke the key again that long after it, nothing consumed between.
+  const auto next_burst = [](std::uint64_t consumed, TimeUs news_after_us = 0) {
     auto [share, in, woke] = woken_with_pool(20, 12, true);  // a pool of 32
+    TimeUs burst_woke = woke;
+    if (news_after_us > 0) {
+      burst_woke = woke + news_after_us;
+      EXPECT_FALSE(share.note_wake(0, 0, burst_woke, kHorizonUs, kStart).crowd_disproved);
+    }
     const TimeUs again = woke + kUsPerSecond;
-    const FairShare::Wake wake = share.note_wake(consumed, 0, again, kHorizonUs, woke + 50'000);
+    const FairShare::Wake wake =
+        share.note_wake(consumed, 0, again, kHorizonUs, burst_woke + 50'000);
     in.headroom = 0;
     in.refill = 0;
     in.all_consumed = consumed;
@@ -839,6 +849,10 @@ TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
   EXPECT_EQ(next_burst(1), std::tuple(FairShare::Answer::kSparse, true, false));
   EXPECT_EQ(next_burst(5), std::tuple(FairShare::Answer::kRefused, false, true));
   EXPECT_EQ(next_burst(0), std::tuple(FairShare::Answer::kRefused, false, true));
+  // Judged after the news's wake, against the pool at the refused request's
+  // (2 horizons later: no epoch here noted a pool at the news).
+  EXPECT_EQ(next_burst(4, 2 * kHorizonUs), std::tuple(FairShare::Answer::kSparse, true, false));
+  EXPECT_EQ(next_burst(5, 2 * kHorizonUs), std::tuple(FairShare::Answer::kRefused, false, true));
 }
 
 // An epoch that sees kCrowdedOriginsPerPool times as many origins spending
