@@ -54,7 +54,9 @@
 // demand would (docs/cluster.md, "Fair shares": "Crowded bursts"); and so,
 // before any burst overshoots, does an epoch that sees at least as many
 // origins spending on the key at about the same time (kCrowdedWithinUs) as
-// its pool holds requests (kCrowdedOrigins).
+// its pool holds requests (kCrowdedOrigins). And a burst that spent at most
+// an eighth of its pool disproves a crowd: the key's crowd marks go
+// (kDisprovedCrowdPools; docs/cluster.md, "A crowd disproved").
 // A forgiven debt, carried: an algorithm that repays an overspend as a debt
 // (the bucket-like ones) repays it only while demand lasts; a burst that
 // ends in debt leaves it to the idle spell, whose refill fills the bucket to
@@ -304,7 +306,8 @@ class FairShare {
   // then at 50 nodes (`hotkeys`) kept a start's marks for a minute on keys
   // below their limit: the shares refused there while the bucket stood
   // near its cap, and what the refill brought was lost (-1.57% of the
-  // ideal; -1.18% with this). A crowd's burst spends about its pool.
+  // ideal; -1.18% with this, -0.99% since a refused request's wake keeps
+  // its pool for the judgement). A crowd's burst spends about its pool.
   static constexpr std::uint64_t kDisprovedCrowdPools = 8;
   // A crowd told (Limiter::KeyNews::crowd): where keys are routed, a node
   // that knows at least this many origins of a key about as new as its

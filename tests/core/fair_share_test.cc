@@ -768,13 +768,6 @@ TEST(FairShareTest, SparseDemandKeepsOneRequestPerEpochDenseDoesNot) {
   EXPECT_EQ(ask(), FairShare::Answer::kRefused);  // dense now
 }
 
-// A crowded burst: many nodes, each asking a few requests (sparse each),
-// passed their first request beyond the share at once. At the next wake the
-// burst is seen to have consumed three times the pool at its wake
-// (and kDenseRequests beyond it), and the node's demand on the key is dense:
-// no first request is kept beyond its share. A burst below three times its
-// pool (a refill over up to three horizons may do that) changes nothing, nor
-// does one that went on past kLogWakeHorizons + 1 horizons after its wake.
 // A share of a key 9 other origins spend on (10 live nodes), made crowded
 // at kStart if `crowded`, whose key woke a second later, with an epoch at
 // the wake that noted the pool there (headroom + refill) for the next
@@ -797,6 +790,13 @@ WokenShare woken_with_pool(std::int64_t headroom, std::int64_t refill, bool crow
   return w;
 }
 
+// A crowded burst: many nodes, each asking a few requests (sparse each),
+// passed their first request beyond the share at once. At the next wake the
+// burst is seen to have consumed three times the pool at its wake
+// (and kDenseRequests beyond it), and the node's demand on the key is dense:
+// no first request is kept beyond its share. A burst below three times its
+// pool (a refill over up to three horizons may do that) changes nothing, nor
+// does one that went on past kLogWakeHorizons + 1 horizons after its wake.
 TEST(FairShareTest, ABurstThatConsumedThreeTimesItsPoolMakesDemandDense) {
   const auto next_burst = [](std::uint64_t consumed, TimeUs ended_after_us) {
     auto [share, in, woke] = woken_with_pool(20, 10, false);  // a pool of 30
