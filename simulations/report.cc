@@ -126,8 +126,9 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
   if (c.share_crowds_disproved > 0) {
     row(out, "fair shares: crowds disproved", std::to_string(c.share_crowds_disproved),
         "(wakes whose last burst spent at most 1/" +
-            std::to_string(core::FairShare::kDisprovedCrowdPools) +
-            " of its pool: the key's crowd marks dropped)");
+            std::to_string(core::FairShare::kDisprovedCrowdPools) + " of its pool, or ended " +
+            std::to_string(core::FairShare::kDisprovingBurstRun) +
+            " such in a row: the key's crowd marks dropped)");
   }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",

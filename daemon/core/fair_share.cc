@@ -118,14 +118,25 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
       // demand held back, not a burst that asked little; judged at the
       // next, below): on `coldkeys` at 200 nodes such wakes, counted too,
       // took the run from +1.28% to +5.14% of the ideal.
-      found.crowd_disproved = dense(now) || crowded_ || crowd_thinned_;
-      dense_until_us_ = -1;
-      crowded_ = false;
-      crowd_thinned_ = false;
+      found.crowd_disproved = drop_crowd_marks(now);
     }
     if (pool_carries_ && (error > 0 || refused_since_wake_)) {
       burst_carry_ = static_cast<std::int64_t>(
           std::clamp<i128>(error, -burst_pool_, std::numeric_limits<std::int64_t>::max()));
+    }
+  }
+  // A run of small bursts disproves a crowd too (kDisprovingBurstRun), each
+  // judged against the pool this node's last epoch saw: a node that asks a
+  // key now and then notes no pool at its wakes (it asks within a horizon
+  // of few of them), and held a start's crowd marks for up to a minute
+  // (`hotkeys` at 50 nodes: a third of the refusals on users below their
+  // limit). A wake with nothing consumed since the last judges nothing
+  // (above).
+  if (burst_consumed > 0) {
+    const bool small = kDisprovedCrowdPools * i128{burst_consumed} <= pool_seen_;
+    small_bursts_ = small ? std::min<std::uint32_t>(small_bursts_ + 1, 7) : 0;
+    if (small_bursts_ >= kDisprovingBurstRun && drop_crowd_marks(now)) {
+      found.crowd_disproved = true;
     }
   }
   // A burst ended (a wake after a spell of kIdleSpellHorizons news horizons
@@ -152,6 +163,14 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   all_at_wake_ = all_before;
   own_at_wake_ = own_before;
   return found;
+}
+
+bool FairShare::drop_crowd_marks(TimeUs now) {
+  const bool marked = dense(now) || crowded_ || crowd_thinned_;
+  dense_until_us_ = -1;
+  crowded_ = false;
+  crowd_thinned_ = false;
+  return marked;
 }
 
 FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareInputs& in,
@@ -200,6 +219,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // and becomes spendable as the epoch goes by.
   const i128 pool = in.refill_accrues ? balance : balance + refill;
   const i128 later = in.refill_accrues ? refill : 0;
+  pool_seen_ = static_cast<std::uint32_t>(
+      std::clamp<i128>((balance + refill) >> kFractionBits, 0, kMaxPoolSeen));
   // Up to one unit, so shares below one request admit one with their size
   // as the probability.
   const std::int64_t dither = fraction_drawn(in.dither_seed ^ static_cast<std::uint64_t>(now));

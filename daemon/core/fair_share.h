@@ -309,6 +309,17 @@ class FairShare {
   // ideal; -1.18% with this, -0.99% since a refused request's wake keeps
   // its pool for the judgement). A crowd's burst spends about its pool.
   static constexpr std::uint64_t kDisprovedCrowdPools = 8;
+  // Where this node noted no pool at a burst's wake (it asked nothing within
+  // a horizon of it: a user's requests now and then reach each of many
+  // nodes seconds apart), this many bursts in a row, each spending at most
+  // 1/kDisprovedCrowdPools of the pool this node's last epoch saw, disprove
+  // the crowd alike. One is not enough there: a straggler's unit or two after
+  // a job against a pool refilled since would drop a real crowd's marks
+  // before each job (docs/cluster.md, "A crowd disproved, by a run").
+  static constexpr std::uint32_t kDisprovingBurstRun = 4;
+  // The pool remembered for that saturates here (in units; a larger pool
+  // is taken as this, which judges fewer bursts small).
+  static constexpr std::uint32_t kMaxPoolSeen = (1u << 20) - 1;
   // A crowd told (Limiter::KeyNews::crowd): where keys are routed, a node
   // that knows at least this many origins of a key about as new as its
   // newest, asks included, tells it with the key's news: one more than the
@@ -489,6 +500,10 @@ class FairShare {
   // `spent_since_wake`: what every node consumed since the wake.
   std::int64_t forgiven_debt(const ShareInputs& in, __int128 spent_since_wake) const;
 
+  // Drops the key's crowd marks (a crowd disproved: note_wake); true if it
+  // had any.
+  bool drop_crowd_marks(TimeUs now);
+
   // What has accrued of the epoch's refill by `now` (refill_accrues).
   __int128 accrued(TimeUs now) const;
 
@@ -552,6 +567,11 @@ class FairShare {
   // in; both saturate at kMaxAsked.
   std::uint32_t asked_in_burst_ : 3 = 0;
   std::uint32_t asked_last_burst_ : 3 = 0;
+  // Bursts in a row that spent at most 1/kDisprovedCrowdPools of pool_seen_
+  // (kDisprovingBurstRun; saturates at 7), and the pool this node's last
+  // epoch saw (its balance and refill, in units, at most kMaxPoolSeen).
+  std::uint32_t small_bursts_ : 3 = 0;
+  std::uint32_t pool_seen_ : 20 = 0;
   std::int64_t burst_balance_ = -1;
   TimeUs burst_woke_us_ = 0;
   TimeUs last_asked_us_ = 0;

@@ -57,7 +57,8 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     // straggler's (FairShare::kMostStragglerUnits).
     add_counter("share_straggler_wakes", limiter.ledger().straggler_wakes());
     // Wakes that dropped a key's crowd marks: the burst before spent at most
-    // an eighth of its pool (FairShare::kDisprovedCrowdPools).
+    // an eighth of its pool (FairShare::kDisprovedCrowdPools), or ended a
+    // run of such bursts (kDisprovingBurstRun).
     add_counter("share_crowds_disproved", limiter.ledger().crowds_disproved());
   };
   if (context.cluster != nullptr) {

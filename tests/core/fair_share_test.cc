@@ -855,6 +855,40 @@ TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
   EXPECT_EQ(next_burst(5, 2 * kHorizonUs), std::tuple(FairShare::Answer::kRefused, false, true));
 }
 
+// A crowd disproved by a run: a node asked nothing within a horizon of the
+// key's wakes (a user's requests now and then), so it noted no pool at
+// them; kDisprovingBurstRun bursts in a row, each spending at most an
+// eighth of the pool its last epoch saw, drop the key's crowd marks. Fewer
+// do not, a larger burst starts the run again, and a wake with nothing
+// consumed since the last neither counts nor breaks it.
+TEST(FairShareTest, ARunOfSmallBurstsDisprovesACrowdWhereNoPoolWasNoted) {
+  // `bursts`: each wake's consumption since the last (units).
+  const auto after = [](std::initializer_list<std::uint64_t> bursts) {
+    FairShare share;
+    const ShareInputs in{.headroom = 20, .refill = 4, .others = 9, .has_own = true};
+    share.start_epoch(view_of(60), in, kStart);  // sees a pool of 24
+    share.make_crowded(kStart);
+    std::uint64_t all = 0;
+    TimeUs now = kStart;
+    bool disproved = false;
+    for (const std::uint64_t consumed : bursts) {
+      const TimeUs last_change = now + 100'000;
+      now += kUsPerSecond;
+      all += consumed;
+      disproved = share.note_wake(all, 0, now, kHorizonUs, last_change).crowd_disproved;
+    }
+    return std::pair{disproved, share.crowded(now)};
+  };
+  static_assert(FairShare::kDisprovingBurstRun == 4);
+  static_assert(FairShare::kDisprovedCrowdPools * 3 == 24);
+  EXPECT_EQ(after({3, 3, 3, 3}), std::pair(true, false));
+  EXPECT_EQ(after({1, 3, 3}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 3, 4}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 4, 1, 2, 3}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 4, 1, 2, 3, 1}), std::pair(true, false));
+  EXPECT_EQ(after({1, 0, 2, 0, 3, 1}), std::pair(true, false));
+}
+
 // An epoch that sees kCrowdedOriginsPerPool times as many origins spending
 // at about the same time (ShareInputs::recent_others) as its pool holds
 // requests, and at least kCrowdedOrigins, makes demand dense at once: no

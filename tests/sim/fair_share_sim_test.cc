@@ -569,11 +569,13 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnAFixedWindowCarriesItsDebt) {
 // (FairShare::kDisprovedCrowdPools; docs/cluster.md, "A crowd
 // disproved"): -1.63% -> -1.42% here, 129 drops (-1.57% -> -1.18%);
 // -1.31%, 184 drops, since a refused request's wake keeps its pool for
-// that judgement (-0.99%).
+// that judgement (-0.99%); -1.08%, 300 drops, since a run of small bursts
+// drops them where no pool was noted at the wakes
+// (FairShare::kDisprovingBurstRun; -0.78%).
 TEST(FairShareSimTest, UsersAskingNowAndThenAt50NodesAreNotCrowded) {
   const Results r =
       run(shipped("hotkeys", {"cluster.nodes=50", "duration=\"12s\"", "traffic.0.keys=300"}), 1);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.03);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_LT(r.core.share_crowded_epochs, 1000u);
   EXPECT_GT(r.core.share_crowds_disproved, 0u);
 }
