@@ -362,8 +362,9 @@ class FairShare {
   EpochStart start_epoch(const ShareView& view, const ShareInputs& in, TimeUs now);
   enum class Answer {
     kCredit,   // within the share: spend() it when charged
-    kSparse,   // beyond the share, but the first request of an epoch at a
-               // node whose demand on the key is sparse: admitted as before
+    kSparse,   // beyond the share, but the first request of an epoch (or
+               // the second, after a run of small bursts) at a node whose
+               // demand on the key is sparse: admitted as before
     kRefused,  // beyond the share
   };
   // The key's entries grew at `now` after a quiet spell (a wake):

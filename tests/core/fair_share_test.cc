@@ -889,6 +889,37 @@ TEST(FairShareTest, ARunOfSmallBurstsDisprovesACrowdWhereNoPoolWasNoted) {
   EXPECT_EQ(after({1, 0, 2, 0, 3, 1}), std::pair(true, false));
 }
 
+// A key whose last kDisprovingBurstRun bursts each spent at most an eighth
+// of the pool (users asking now and then) keeps two requests an epoch
+// beyond the share at a node whose demand on it is sparse, not one: the
+// second within a horizon was refused while the bucket stood near its cap.
+TEST(FairShareTest, ARunOfSmallBurstsKeepsTwoRequestsAnEpochBeyondTheShare) {
+  const auto answers = [](int small_bursts) {
+    FairShare share;
+    ShareInputs in{.headroom = 20, .refill = 4, .others = 9, .has_own = true};
+    share.start_epoch(view_of(60), in, kStart);  // sees a pool of 24
+    TimeUs now = kStart;
+    for (int i = 1; i <= small_bursts; ++i) {
+      now += kUsPerSecond;
+      share.note_wake(3 * static_cast<std::uint64_t>(i), 0, now, kHorizonUs, now - 900'000);
+    }
+    in.headroom = 0;  // a share of nothing but its dither, below a request
+    in.refill = 0;
+    in.all_consumed = 3 * static_cast<std::uint64_t>(small_bursts);
+    share.start_epoch(view_of(60), in, now);
+    std::vector<FairShare::Answer> got;
+    for (int i = 0; i < 3; ++i) {
+      got.push_back(share.ask(1, now));
+      share.count(now);
+    }
+    return got;
+  };
+  using A = FairShare::Answer;
+  static_assert(FairShare::kDisprovingBurstRun == 4);
+  EXPECT_EQ(answers(4), (std::vector{A::kSparse, A::kSparse, A::kRefused}));
+  EXPECT_EQ(answers(3), (std::vector{A::kSparse, A::kRefused, A::kRefused}));
+}
+
 // An epoch that sees kCrowdedOriginsPerPool times as many origins spending
 // at about the same time (ShareInputs::recent_others) as its pool holds
 // requests, and at least kCrowdedOrigins, makes demand dense at once: no
