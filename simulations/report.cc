@@ -127,8 +127,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: crowds disproved", std::to_string(c.share_crowds_disproved),
         "(wakes whose last burst spent at most 1/" +
             std::to_string(core::FairShare::kDisprovedCrowdPools) + " of its pool, or ended " +
-            std::to_string(core::FairShare::kDisprovingBurstRun) +
-            " such in a row: the key's crowd marks dropped)");
+            std::to_string(core::FairShare::kDisprovingBurstRun) + " in a row of at most 1/" +
+            std::to_string(core::FairShare::kRunBurstPools) + ": the key's crowd marks dropped)");
   }
   if (c.share_credits_carried > 0) {
     row(out, "fair shares: shortfalls credited / units",

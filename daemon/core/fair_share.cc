@@ -126,14 +126,15 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
     }
   }
   // A run of small bursts disproves a crowd too (kDisprovingBurstRun), each
-  // judged against the pool this node's last epoch saw: a node that asks a
+  // at most a quarter (kRunBurstPools) of the pool this node's last epoch
+  // saw: a node that asks a
   // key now and then notes no pool at its wakes (it asks within a horizon
   // of few of them), and held a start's crowd marks for up to a minute
   // (`hotkeys` at 50 nodes: a third of the refusals on users below their
   // limit). A wake with nothing consumed since the last judges nothing
   // (above).
   if (burst_consumed > 0) {
-    const bool small = kDisprovedCrowdPools * i128{burst_consumed} <= pool_seen_;
+    const bool small = kRunBurstPools * i128{burst_consumed} <= pool_seen_;
     small_bursts_ = small ? std::min<std::uint32_t>(small_bursts_ + 1, 7) : 0;
     if (small_bursts_ >= kDisprovingBurstRun && drop_crowd_marks(now)) {
       found.crowd_disproved = true;
@@ -601,8 +602,8 @@ FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   // that saw dense demand on the key, or whose epoch is strict (a probe of a
   // rule whose demand is not sparse, a key first met here among many new at
   // once, or a crowd's first request a draw did not keep), does not. Two
-  // where the key's last kDisprovingBurstRun bursts each spent at most an
-  // eighth of the pool (small_bursts_): users asking now and then, whose
+  // where the key's last kDisprovingBurstRun bursts each spent at most a
+  // quarter of the pool (small_bursts_): users asking now and then, whose
   // second request within an epoch was refused with the bucket near its
   // cap (`hotkeys` at 50 nodes, seeds 1 / 2: -0.78 / -0.81% -> -0.69 /
   // -0.72%; docs/cluster.md, "Two passes where bursts are small"). A

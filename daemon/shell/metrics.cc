@@ -245,9 +245,9 @@ const StatusMetric kStatusMetrics[] = {
             "Wakes whose news since the last held at most 5 units: that wake was a straggler's, "
             "and a debt or credit waiting for its epoch was kept through it."),
     counter("rlimit_share_crowds_disproved_total",
-            "Wakes whose last burst spent at most an eighth of its pool, or ended 4 such bursts "
-            "in a row (of the pool last seen here): no crowd's, and the key's crowd marks were "
-            "dropped."),
+            "Wakes whose last burst spent at most an eighth of its pool, or ended 4 bursts in a "
+            "row that each spent at most a quarter of the pool last seen here: no crowd's, and "
+            "the key's crowd marks were dropped."),
     // PeerCounters
     labelled("rlimit_peer_packets_total", kCounter, "Peer datagrams or frames on the peer socket.",
              "direction", "in"),

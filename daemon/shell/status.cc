@@ -58,7 +58,8 @@ void fill_status(const StatusContext& context, const core::Limiter& limiter,
     add_counter("share_straggler_wakes", limiter.ledger().straggler_wakes());
     // Wakes that dropped a key's crowd marks: the burst before spent at most
     // an eighth of its pool (FairShare::kDisprovedCrowdPools), or ended a
-    // run of such bursts (kDisprovingBurstRun).
+    // run of bursts that each spent at most a quarter of the pool last seen
+    // (kDisprovingBurstRun, kRunBurstPools).
     add_counter("share_crowds_disproved", limiter.ledger().crowds_disproved());
   };
   if (context.cluster != nullptr) {

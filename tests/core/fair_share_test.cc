@@ -857,8 +857,8 @@ TEST(FairShareTest, ABurstThatSpentAnEighthOfItsPoolDisprovesACrowd) {
 
 // A crowd disproved by a run: a node asked nothing within a horizon of the
 // key's wakes (a user's requests now and then), so it noted no pool at
-// them; kDisprovingBurstRun bursts in a row, each spending at most an
-// eighth of the pool its last epoch saw, drop the key's crowd marks. Fewer
+// them; kDisprovingBurstRun bursts in a row, each spending at most a
+// quarter of the pool its last epoch saw, drop the key's crowd marks. Fewer
 // do not, a larger burst starts the run again, and a wake with nothing
 // consumed since the last neither counts nor breaks it.
 TEST(FairShareTest, ARunOfSmallBurstsDisprovesACrowdWhereNoPoolWasNoted) {
@@ -880,16 +880,16 @@ TEST(FairShareTest, ARunOfSmallBurstsDisprovesACrowdWhereNoPoolWasNoted) {
     return std::pair{disproved, share.crowded(now)};
   };
   static_assert(FairShare::kDisprovingBurstRun == 4);
-  static_assert(FairShare::kDisprovedCrowdPools * 3 == 24);
-  EXPECT_EQ(after({3, 3, 3, 3}), std::pair(true, false));
-  EXPECT_EQ(after({1, 3, 3}), std::pair(false, true));
-  EXPECT_EQ(after({1, 2, 3, 4}), std::pair(false, true));
-  EXPECT_EQ(after({1, 2, 4, 1, 2, 3}), std::pair(false, true));
-  EXPECT_EQ(after({1, 2, 4, 1, 2, 3, 1}), std::pair(true, false));
+  static_assert(FairShare::kRunBurstPools * 6 == 24);
+  EXPECT_EQ(after({6, 6, 6, 6}), std::pair(true, false));
+  EXPECT_EQ(after({1, 6, 6}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 6, 7}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 7, 1, 2, 3}), std::pair(false, true));
+  EXPECT_EQ(after({1, 2, 7, 1, 2, 3, 1}), std::pair(true, false));
   EXPECT_EQ(after({1, 0, 2, 0, 3, 1}), std::pair(true, false));
 }
 
-// A key whose last kDisprovingBurstRun bursts each spent at most an eighth
+// A key whose last kDisprovingBurstRun bursts each spent at most a quarter
 // of the pool (users asking now and then) keeps two requests an epoch
 // beyond the share at a node whose demand on it is sparse, not one: the
 // second within a horizon was refused while the bucket stood near its cap.

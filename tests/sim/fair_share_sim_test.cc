@@ -141,7 +141,7 @@ TEST(FairShareSimTest, LongerAlignedBurstsOnASlidingWindowAt200Nodes) {
                   {"cluster.nodes=200", "duration=\"40s\"", "rule.0.algorithm=\"sliding_window\"",
                    "traffic.0.burst_on=\"300ms\"", "traffic.0.burst_off=\"700ms\""}),
           1);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.0125);
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 1.2 * r.limit_per_window());
   EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * r.limit_per_window());
   EXPECT_GT(r.core.share_refused, 0u);
@@ -571,7 +571,10 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnAFixedWindowCarriesItsDebt) {
 // -1.31%, 184 drops, since a refused request's wake keeps its pool for
 // that judgement (-0.99%); -1.08%, 300 drops, since a run of small bursts
 // drops them where no pool was noted at the wakes
-// (FairShare::kDisprovingBurstRun; -0.78%).
+// (FairShare::kDisprovingBurstRun; -0.78%), -1.02% since such a key keeps
+// two sparse requests an epoch (-0.69%), and -0.93%, 479 drops, since a
+// run's bursts are small at a quarter of the pool (FairShare::
+// kRunBurstPools; -0.57%).
 TEST(FairShareSimTest, UsersAskingNowAndThenAt50NodesAreNotCrowded) {
   const Results r =
       run(shipped("hotkeys", {"cluster.nodes=50", "duration=\"12s\"", "traffic.0.keys=300"}), 1);
