@@ -1,18 +1,10 @@
 """simulations/by_rank.py on requests CSVs made by hand: admitted against the
 ideal summed over bands of key index."""
-import pathlib
-import subprocess
-import sys
+import functools
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "simulations" / "by_rank.py"
-HEADER = "t_us,node,stream,key,cost,admitted,ideal\n"
+import requests_csv
 
-
-def run(tmp_path, rows, *args):
-    path = tmp_path / "requests.csv"
-    path.write_text(HEADER + "".join(r + "\n" for r in rows))
-    return subprocess.run([sys.executable, str(SCRIPT), str(path), *args],
-                          capture_output=True, text=True, timeout=60)
+run = functools.partial(requests_csv.run, "by_rank.py")
 
 
 ROWS = [

@@ -1,18 +1,10 @@
 """simulations/lost_at_cap.py on requests CSVs made by hand: the room one
 bucket per key, charged with what the cluster admitted, loses at its cap."""
-import pathlib
-import subprocess
-import sys
+import functools
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "simulations" / "lost_at_cap.py"
-HEADER = "t_us,node,stream,key,cost,admitted,ideal\n"
+import requests_csv
 
-
-def run(tmp_path, rows, *args):
-    path = tmp_path / "requests.csv"
-    path.write_text(HEADER + "".join(r + "\n" for r in rows))
-    return subprocess.run([sys.executable, str(SCRIPT), str(path), *args],
-                          capture_output=True, text=True, timeout=60)
+run = functools.partial(requests_csv.run, "lost_at_cap.py")
 
 
 def test_room_the_refill_takes_past_the_cap_is_lost_and_an_overshoot_is_not(tmp_path):
