@@ -127,12 +127,11 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   }
   // A run of small bursts disproves a crowd too (kDisprovingBurstRun), each
   // at most a quarter (kRunBurstPools) of the pool this node's last epoch
-  // saw: a node that asks a
-  // key now and then notes no pool at its wakes (it asks within a horizon
-  // of few of them), and held a start's crowd marks for up to a minute
-  // (`hotkeys` at 50 nodes: a third of the refusals on users below their
-  // limit). A wake with nothing consumed since the last judges nothing
-  // (above).
+  // saw: a node that asks a key now and then notes no pool at its wakes (it
+  // asks within a horizon of few of them), and held a start's crowd marks
+  // for up to a minute (`hotkeys` at 50 nodes: a third of the refusals on
+  // users below their limit). A wake with nothing consumed since the last
+  // judges nothing (above).
   if (burst_consumed > 0) {
     const bool small = kRunBurstPools * i128{burst_consumed} <= pool_seen_;
     small_bursts_ = small ? std::min<std::uint32_t>(small_bursts_ + 1, 7) : 0;

@@ -56,7 +56,11 @@
 // origins spending on the key at about the same time (kCrowdedWithinUs) as
 // its pool holds requests (kCrowdedOrigins). And a burst that spent at most
 // an eighth of its pool disproves a crowd: the key's crowd marks go
-// (kDisprovedCrowdPools; docs/cluster.md, "A crowd disproved").
+// (kDisprovedCrowdPools; docs/cluster.md, "A crowd disproved"); so do four
+// bursts in a row that each spent at most a quarter of the pool this node
+// last saw (kDisprovingBurstRun, for nodes that noted no pool at the wakes:
+// "A crowd disproved, by a run"), and such a key keeps two sparse requests
+// an epoch beyond the share, not one (ask).
 // A forgiven debt, carried: an algorithm that repays an overspend as a debt
 // (the bucket-like ones) repays it only while demand lasts; a burst that
 // ends in debt leaves it to the idle spell, whose refill fills the bucket to
