@@ -18,6 +18,7 @@ admitted, ideal, admitted - ideal, and that as a percentage of the ideal),
 then the total.
 """
 import argparse
+import bisect
 import csv
 import sys
 
@@ -60,7 +61,7 @@ def main():
                 continue
             if t_us < from_us or key < edges[0] or key >= edges[-1]:
                 continue
-            band = next(i for i in range(bands) if key < edges[i + 1])
+            band = bisect.bisect_right(edges, key) - 1
             demand[band] += cost
             admitted[band] += cost if was_admitted else 0
             ideal[band] += cost if ideal_admitted else 0

@@ -134,8 +134,8 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   // judges nothing (above).
   if (burst_consumed > 0) {
     const bool small = kRunBurstPools * i128{burst_consumed} <= pool_seen_;
-    small_bursts_ = small ? std::min<std::uint32_t>(small_bursts_ + 1, 7) : 0;
-    if (small_bursts_ >= kDisprovingBurstRun && drop_crowd_marks(now)) {
+    small_bursts_ = small ? std::min<std::uint32_t>(small_bursts_ + 1, kMaxBurstRun) : 0;
+    if (small_burst_run() && drop_crowd_marks(now)) {
       found.crowd_disproved = true;
     }
   }
@@ -220,7 +220,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   const i128 pool = in.refill_accrues ? balance : balance + refill;
   const i128 later = in.refill_accrues ? refill : 0;
   pool_seen_ = static_cast<std::uint32_t>(
-      std::clamp<i128>((balance + refill) >> kFractionBits, 0, kMaxPoolSeen));
+      std::clamp<i128>((pool + later) >> kFractionBits, 0, kMaxPoolSeen));
   // Up to one unit, so shares below one request admit one with their size
   // as the probability.
   const std::int64_t dither = fraction_drawn(in.dither_seed ^ static_cast<std::uint64_t>(now));
@@ -608,7 +608,7 @@ FairShare::Answer FairShare::ask(std::int64_t cost, TimeUs now) const {
   // -0.72%; docs/cluster.md, "Two passes where bursts are small"). A
   // crowd arriving on such a key passes two a node in its first burst,
   // which then breaks the run.
-  const bool passes = asked_ == 0 || (asked_ == 1 && small_bursts_ >= kDisprovingBurstRun);
+  const bool passes = asked_ == 0 || (asked_ == 1 && small_burst_run());
   if (passes && ((!dense(now) && !strict_) || crowd_pass_)) return Answer::kSparse;
   return Answer::kRefused;
 }

@@ -326,6 +326,9 @@ class FairShare {
   // -0.57% with a quarter; docs/cluster.md, "A crowd disproved, by a run").
   static constexpr std::uint32_t kDisprovingBurstRun = 4;
   static constexpr std::uint64_t kRunBurstPools = 4;
+  // Where the count of such bursts stops (its 3 bits).
+  static constexpr std::uint32_t kMaxBurstRun = 7;
+  static_assert(kDisprovingBurstRun <= kMaxBurstRun);
   // The pool remembered for that saturates here (in units; a larger pool
   // is taken as this, which judges fewer bursts small).
   static constexpr std::uint32_t kMaxPoolSeen = (1u << 20) - 1;
@@ -513,6 +516,9 @@ class FairShare {
   // Drops the key's crowd marks (a crowd disproved: note_wake); true if it
   // had any.
   bool drop_crowd_marks(TimeUs now);
+  // The key's last kDisprovingBurstRun bursts were small (small_bursts_):
+  // no crowd spends on it.
+  bool small_burst_run() const { return small_bursts_ >= kDisprovingBurstRun; }
 
   // What has accrued of the epoch's refill by `now` (refill_accrues).
   __int128 accrued(TimeUs now) const;
@@ -578,8 +584,9 @@ class FairShare {
   std::uint32_t asked_in_burst_ : 3 = 0;
   std::uint32_t asked_last_burst_ : 3 = 0;
   // Bursts in a row that spent at most 1/kRunBurstPools of pool_seen_
-  // (kDisprovingBurstRun; saturates at 7), and the pool this node's last
-  // epoch saw (its balance and refill, in units, at most kMaxPoolSeen).
+  // (kDisprovingBurstRun; saturates at kMaxBurstRun), and the pool this
+  // node's last epoch saw (its balance and refill, in units, at most
+  // kMaxPoolSeen).
   std::uint32_t small_bursts_ : 3 = 0;
   std::uint32_t pool_seen_ : 20 = 0;
   std::int64_t burst_balance_ = -1;
