@@ -75,7 +75,10 @@
 // a burst that left room while this node's share refused a request in it,
 // room the idle refill then lost at the cap, is credited to the next burst
 // (shared out on top of the balance), since one bucket would have admitted
-// it ("A lost shortfall, credited"). Either is at most a quarter of the
+// it ("A lost shortfall, credited"). Where the refill is continuous, either
+// counts the refills' fractions and is what the idle spell did not repay
+// (a fraction carried as a whole unit with its size as the chance: "A
+// burst's carry, in fractions"). Either is at most a quarter of the
 // capacity. The windows carry theirs alike, their refill counted in whole
 // windows (ShareInputs::refill_step_us): a fixed window's overspend an idle
 // window forgives, a sliding window's in a burst into an emptied window

@@ -483,6 +483,40 @@ TEST(FairShareTest, ABurstsLostShortfallIsCreditedToTheNext) {
   EXPECT_TRUE(most.found.debt_capped);
 }
 
+// A burst's carry counts the refills' fractions (a continuous refill).
+// The burst asked until 99.9 ms (9.99 refilled: one bucket admits 109 of
+// it) and the idle spell refills 98.99 until the next wake. A burst that
+// consumed 108 left 1.99, of which the cap lost 0.98: rounded down apart
+// (9 + 98 of refill), nothing was lost, and a unit of room was, in about
+// one such burst in two. The credit is a whole unit with 0.98 as its
+// chance: over 400 keys (dither seeds), about 392 credited. And a burst
+// that consumed 110 ended 0.01 in debt, which the idle refill repaid (its
+// bucket back at 98.98): nothing is carried, though this node's first
+// epoch, 50 ms late with 10 consumed since and 5 refilled, finds its
+// balance and what was spent since at the cap (a debt of 1 before).
+TEST(FairShareTest, ABurstsCarryCountsTheRefillsFractions) {
+  constexpr TimeUs kAskedUntilUs = 99'900;
+  constexpr TimeUs kIdleUs = 989'900;
+  int credited = 0;
+  for (std::uint64_t seed = 1; seed <= 400; ++seed) {
+    DebtBurst burst(kAskedUntilUs, 1000);
+    burst.share.note_refused();
+    burst.in.dither_seed = seed;
+    const FairShare::EpochStart found =
+        burst.next_wake(108, burst.woke + kAskedUntilUs + kIdleUs, 100);
+    ASSERT_GE(burst.share.debt(), -1) << "seed " << seed;
+    ASSERT_LE(burst.share.debt(), 0) << "seed " << seed;
+    if (found.credit_carried) ++credited;
+  }
+  EXPECT_GE(credited, 372);
+  EXPECT_LE(credited, 400);
+  DebtBurst repaid(kAskedUntilUs, 1000);
+  const FairShare::EpochStart found =
+      repaid.next_wake(110, repaid.woke + kAskedUntilUs + kIdleUs, 98 + 5 - 10, 0, 50'000, 10);
+  EXPECT_EQ(repaid.share.debt(), 0);
+  EXPECT_FALSE(found.debt_carried);
+}
+
 // A fixed window refills in steps (ShareInputs::refill_step_us): its limit
 // whole at each window's start, not at a rate. A 200 ms burst within one
 // window that consumed 110 of its 100 ran up 10 that the idle windows after
