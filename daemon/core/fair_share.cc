@@ -569,8 +569,8 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     // A continuous refill (the bucket-like algorithms): what the idle spell
     // forgave, or lost, counted with the refills' fractions. One bucket,
     // from the wake's balance P, admits P, its request ahead and the
-    // burst's refill rounded down, and holds at the next wake what is left
-    // of the refill since the burst's wake, A (at most its cap). The burst
+    // burst's refill rounded down, and holds at the next wake min(cap, A),
+    // A what is left of the refill since the burst's wake. The burst
     // consumed `debt` more (less, if negative), so its bucket holds
     // min(cap, A - debt) there: the idle spell repaid min(cap, A) - min(cap,
     // A - debt) of it, and forgave (or lost, a shortfall) the rest. Rounded

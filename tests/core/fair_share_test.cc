@@ -487,9 +487,9 @@ TEST(FairShareTest, ABurstsLostShortfallIsCreditedToTheNext) {
 // The burst asked until 99.9 ms (9.99 refilled: one bucket admits 109 of
 // it) and the idle spell refills 98.99 until the next wake. A burst that
 // consumed 108 left 1.99, of which the cap lost 0.98: rounded down apart
-// (9 + 98 of refill), nothing was lost, and a unit of room was, in about
-// one such burst in two. The credit is a whole unit with 0.98 as its
-// chance: over 400 keys (dither seeds), about 392 credited. And a burst
+// (9 + 98 of refill), nothing was lost. The credit is a whole unit with
+// 0.98 as its chance: over 400 keys (dither seeds), about 392 credited,
+// none before. And a burst
 // that consumed 110 ended 0.01 in debt, which the idle refill repaid (its
 // bucket back at 98.98): nothing is carried, though this node's first
 // epoch, 50 ms late with 10 consumed since and 5 refilled, finds its
