@@ -544,7 +544,8 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
   // carried into it, o) and C what every node consumed from then to this
   // wake, one bucket admits P + o and what it refilled by the burst's end,
   // rounded down (whole requests: the ideal admits 119 of a 200 ms burst
-  // at 100/s from 100, not 120), plus smooth bursty's request ahead. What
+  // at 100/s from 100, not 120; smooth bursty's request ahead is in its
+  // balance and its cap: Limiter::share_admits). What
   // the cluster consumed beyond that, the idle spell forgave at the cap,
   // and it is the debt, with the o this burst repaid: C - P - floor(burst).
   // Forgiven only where the idle spell filled the bucket: at the wake it
@@ -564,12 +565,12 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     return 0;
   }
   const i128 burst_refill = refilled(in, burst_woke_us_, last_asked_us_);
-  i128 debt = i128{burst_balance_} - burst_refill - in.admits_ahead;
+  i128 debt = i128{burst_balance_} - burst_refill;
   if (in.refill_step_us == 0) {
     // A continuous refill (the bucket-like algorithms): what the idle spell
     // forgave, or lost, counted with the refills' fractions. One bucket,
-    // from the wake's balance P, admits P, its request ahead and the
-    // burst's refill rounded down, and holds at the next wake min(cap, A),
+    // from the wake's balance P, admits P and the burst's refill rounded
+    // down, and holds at the next wake min(cap, A),
     // A what is left of the refill since the burst's wake. The burst
     // consumed `debt` more (less, if negative), so its bucket holds
     // min(cap, A - debt) there: the idle spell repaid min(cap, A) - min(cap,

@@ -206,10 +206,6 @@ struct ShareInputs {
   // algorithm holds nothing of it (a fixed window 1; a sliding window 2,
   // its previous window still weighs), so that an overspend is forgiven.
   int forget_steps = 1;
-  // What the algorithm admits beyond its refill once spent: smooth rate's
-  // reservation (a request passes when its turn has come and the next one
-  // pays), a request's cost; 0 for the buckets and GCRA.
-  std::int64_t admits_ahead = 0;
 };
 
 class FairShare {

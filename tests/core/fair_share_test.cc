@@ -315,8 +315,10 @@ TEST(FairShareTest, ALateStarterSharesThePoolAsItStoodWhenTheKeyWoke) {
 // A key of capacity 100 refilling 100/s whose forgiven debts are carried,
 // on two nodes, this one weighing half of `consumed_before` (0: a key new
 // to the cluster).
-ShareInputs debt_inputs(std::uint64_t consumed_before, std::int64_t admits_ahead = 0) {
-  return ShareInputs{.headroom = 100,
+// `ahead`: smooth bursty's request ahead, in its balance and its cap (as the
+// Limiter gives them).
+ShareInputs debt_inputs(std::uint64_t consumed_before, std::int64_t ahead = 0) {
+  return ShareInputs{.headroom = 100 + ahead,
                      .others = 1,
                      .has_own = true,
                      .own_consumed = consumed_before / 2,
@@ -324,8 +326,7 @@ ShareInputs debt_inputs(std::uint64_t consumed_before, std::int64_t admits_ahead
                      .carries_debt = true,
                      .rate_limit = 100,
                      .rate_period_us = kUsPerSecond,
-                     .capacity = 100,
-                     .admits_ahead = admits_ahead};
+                     .capacity = 100 + ahead};
 }
 
 // A burst on such a key: it woke at kStart + 1 s with its bucket full
@@ -341,9 +342,9 @@ struct DebtBurst {
 
   // `step_us` > 0: the key refills its 100 whole at each step's start (a
   // fixed window; ShareInputs::refill_step_us).
-  DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t admits_ahead = 0,
+  DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t ahead = 0,
             TimeUs step_us = 0)
-      : in(debt_inputs(consumed_before, admits_ahead)),
+      : in(debt_inputs(consumed_before, ahead)),
         before(consumed_before),
         asked_until_us(asked_until) {
     in.refill_step_us = step_us;
@@ -610,11 +611,11 @@ TEST(FairShareTest, ADebtWaitingForAnEpochIsKeptThroughAStragglersWake) {
 // bucket admits 19, so 120 consumed against a pool of 100 is a debt of 1
 // (rounded up it was 0, and a job on every node kept a token of each
 // burst). An algorithm that admits one request ahead of its refill (smooth
-// rate's reservation: ShareInputs::admits_ahead) owes none.
+// bursty's reservation, in its balance and cap) owes none.
 TEST(FairShareTest, AForgivenDebtRoundsEachRefillDown) {
-  const auto debt_after = [](std::int64_t admits_ahead) {
-    DebtBurst burst(199'990, 1000, admits_ahead);  // not a key new to the cluster
-    burst.next_wake(120, burst.woke + 199'990 + 4'800'000, 100);
+  const auto debt_after = [](std::int64_t ahead) {
+    DebtBurst burst(199'990, 1000, ahead);  // not a key new to the cluster
+    burst.next_wake(120, burst.woke + 199'990 + 4'800'000, 100 + ahead);
     return burst.share.debt();
   };
   EXPECT_EQ(debt_after(0), 1);
@@ -1640,7 +1641,7 @@ TEST_P(LimiterShareRefillTest, RequestsTheAlgorithmRefusesMarkTheBurstsEnd) {
     return state == nullptr ? std::int64_t{-1} : state->share->debt();
   };
   // 200 over the balance at the wake, less what refilled by the burst's end
-  // (and smooth bursty's request ahead: ShareInputs::admits_ahead).
+  // (and smooth bursty's request ahead, in its balance: Limiter::share_admits).
   const std::int64_t ahead = GetParam() == Algorithm::kSmoothBursty ? 1 : 0;
   EXPECT_EQ(debt_carried({}), 200 - ahead);
   EXPECT_EQ(debt_carried({kHorizonUs}), 100 - ahead);  // 100 ms of refill at 1000/s
