@@ -570,17 +570,16 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     // A continuous refill (the bucket-like algorithms): what the idle spell
     // forgave, or lost, counted with the refills' fractions. One bucket,
     // from the wake's balance P, admits P and the burst's refill rounded
-    // down, and holds at the next wake min(cap, A),
-    // A what is left of the refill since the burst's wake. The burst
-    // consumed `debt` more (less, if negative), so its bucket holds
-    // min(cap, A - debt) there: the idle spell repaid min(cap, A) - min(cap,
-    // A - debt) of it, and forgave (or lost, a shortfall) the rest. Rounded
-    // down apart, as before, a room of 1.99 left and an idle refill of 8.99
-    // into a cap of 10 lost nothing, where one bucket lost 0.98, and a debt
-    // of 1 whose bucket came back to 8.98 was carried, though the refill
-    // repaid it (`coldkeys` at 5 nodes, GCRA, 60 s: -0.60% against the
-    // ideal, 0.8% lost at the cap, every loss below a unit; docs/
-    // cluster.md, "A burst's carry, in fractions").
+    // down, and holds at the next wake min(cap, A), A what is left of the
+    // refill since the burst's wake. The burst consumed `debt` more (less,
+    // if negative), so its bucket holds min(cap, A - debt) there: the idle
+    // spell repaid min(cap, A) - min(cap, A - debt) of it, and forgave (or
+    // lost, a shortfall) the rest. Rounded down apart, as before, a room of
+    // 1.99 left and an idle refill of 8.99 into a cap of 10 lost nothing,
+    // where one bucket lost 0.98, and a debt of 1 whose bucket came back to
+    // 8.98 was carried, though the refill repaid it (`coldkeys` at 5 nodes,
+    // GCRA, 60 s: -0.60% against the ideal, 0.8% lost at the cap, every loss
+    // below a unit; docs/cluster.md, "A burst's carry, in fractions").
     const i128 cap = units(in.capacity);
     const i128 held = refilled_units(in, burst_woke_us_, woke_us_) - units(burst_refill);
     const i128 repaid = std::min(cap, held) - std::min(cap, held - units(debt));
