@@ -25,23 +25,22 @@ i128 step_of(const ShareInputs& in, TimeUs t) {
   return algorithms::detail::floor_div(t, in.refill_step_us);
 }
 
-// Whole units the algorithm refills from `from_us` to `to_us`: at its rate,
-// rounded down, or `rate_limit` at each step's start between them.
-i128 refilled(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
-  if (to_us <= from_us) return 0;
-  if (in.refill_step_us > 0) {
-    return i128{in.rate_limit} * (step_of(in, to_us) - step_of(in, from_us));
-  }
-  return i128{in.rate_limit} * (to_us - from_us) / std::max<std::int64_t>(1, in.rate_period_us);
-}
-
-// The same in 2^-kFractionBits of a unit: the fraction kept, where the
-// refill is continuous.
+// What the algorithm refills from `from_us` to `to_us`, in 2^-kFractionBits
+// of a unit: at its rate (its fraction kept), or `rate_limit` at each
+// step's start between them.
 i128 refilled_units(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
   if (to_us <= from_us) return 0;
-  if (in.refill_step_us > 0) return refilled(in, from_us, to_us) << FairShare::kFractionBits;
+  if (in.refill_step_us > 0) {
+    return i128{in.rate_limit} * (step_of(in, to_us) - step_of(in, from_us))
+           << FairShare::kFractionBits;
+  }
   return (i128{in.rate_limit} * (to_us - from_us) << FairShare::kFractionBits) /
          std::max<std::int64_t>(1, in.rate_period_us);
+}
+
+// The same in whole units, rounded down.
+i128 refilled(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
+  return refilled_units(in, from_us, to_us) >> FairShare::kFractionBits;
 }
 
 // Enough live nodes to take a pool (in units) with a request each, and at
@@ -565,34 +564,36 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     return 0;
   }
   const i128 burst_refill = refilled(in, burst_woke_us_, last_asked_us_);
-  i128 debt = i128{burst_balance_} - burst_refill;
-  if (in.refill_step_us == 0) {
-    // A continuous refill (the bucket-like algorithms): what the idle spell
-    // forgave, or lost, counted with the refills' fractions. One bucket,
-    // from the wake's balance P, admits P and the burst's refill rounded
-    // down, and holds at the next wake min(cap, A), A what is left of the
-    // refill since the burst's wake. The burst consumed `debt` more (less,
-    // if negative), so its bucket holds min(cap, A - debt) there: the idle
-    // spell repaid min(cap, A) - min(cap, A - debt) of it, and forgave (or
-    // lost, a shortfall) the rest. Rounded down apart, as before, a room of
-    // 1.99 left and an idle refill of 8.99 into a cap of 10 lost nothing,
-    // where one bucket lost 0.98, and a debt of 1 whose bucket came back to
-    // 8.98 was carried, though the refill repaid it (`coldkeys` at 5 nodes,
-    // GCRA, 60 s: -0.60% against the ideal, 0.8% lost at the cap, every loss
-    // below a unit; docs/cluster.md, "A burst's carry, in fractions").
-    const i128 cap = units(in.capacity);
-    const i128 held = refilled_units(in, burst_woke_us_, woke_us_) - units(burst_refill);
-    const i128 repaid = std::min(cap, held) - std::min(cap, held - units(debt));
-    const i128 carry = units(debt) - repaid;
-    // A fraction as a whole unit with its size as the probability, as a
-    // share's (start_epoch): the carries sum to what the idle spells forgave.
-    const i128 drawn =
-        fraction_drawn(in.dither_seed ^ std::rotl(static_cast<std::uint64_t>(woke_us_), 32));
-    const i128 magnitude = carry < 0 ? -carry : carry;
-    const i128 whole =
-        (magnitude >> kFractionBits) + (drawn < (magnitude & (units(1) - 1)) ? 1 : 0);
-    debt = carry < 0 ? -whole : whole;
-  }
+  const i128 over = i128{burst_balance_} - burst_refill;
+  // What the idle spell forgave (or lost, a shortfall), counted with the
+  // refills' fractions where the refill is continuous. One bucket, from the
+  // wake's balance P, admits P and the burst's refill rounded down, and
+  // holds at the next wake min(cap, A), A what is left of the refill since
+  // the burst's wake. The burst consumed `over` more (less, if negative), so
+  // its bucket holds min(cap, A - over) there: the idle spell repaid
+  // min(cap, A) - min(cap, A - over) of it, and forgave (or lost) the rest.
+  // Rounded down apart, as before, a room of 1.99 left and an idle refill
+  // of 8.99 into a cap of 10 lost nothing, where one bucket lost 0.98, and
+  // a debt of 1 whose bucket came back to 8.98 was carried, though the
+  // refill repaid it (`coldkeys` at 5 nodes, GCRA, 60 s: -0.60% against the
+  // ideal, 0.8% lost at the cap, every loss below a unit; docs/cluster.md,
+  // "A burst's carry, in fractions"). A window's shortfall is the same in
+  // whole windows; its debt is its count beyond the limit, which its next
+  // window repays and an idle window forgives whole (above: the steps it
+  // waited for), so nothing of it counts as repaid.
+  const i128 cap = units(in.capacity);
+  const i128 held = refilled_units(in, burst_woke_us_, woke_us_) - units(burst_refill);
+  const i128 repaid = in.refill_step_us > 0 && over > 0
+                          ? 0
+                          : std::min(cap, held) - std::min(cap, held - units(over));
+  const i128 carry = units(over) - repaid;
+  // A fraction as a whole unit with its size as the probability, as a
+  // share's (start_epoch): the carries sum to what the idle spells forgave.
+  const i128 drawn =
+      fraction_drawn(in.dither_seed ^ std::rotl(static_cast<std::uint64_t>(woke_us_), 32));
+  const i128 magnitude = carry < 0 ? -carry : carry;
+  const i128 whole = (magnitude >> kFractionBits) + (drawn < (magnitude & (units(1) - 1)) ? 1 : 0);
+  const i128 debt = carry < 0 ? -whole : whole;
   if (debt < 0) {
     // A lost shortfall: the burst left room while this node's share
     // refused a request in it (else demand, not the share, left it), and
@@ -603,11 +604,6 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
     // -1.12..+0.03% over seeds 1-4 without, each job's shortfall lost
     // while its overshoot was repaid).
     if (!burst_refused_) return 0;
-    if (in.refill_step_us > 0) {
-      const i128 idle_refill = refilled(in, last_asked_us_, woke_us_);
-      debt = -std::min<i128>(-debt, -debt + idle_refill - in.capacity);
-      if (debt >= 0) return 0;
-    }
     // In 64 bits; the caller holds it at its bound and counts that.
     return static_cast<std::int64_t>(
         std::max<i128>(debt, std::numeric_limits<std::int64_t>::min() + 1));

@@ -509,8 +509,9 @@ TEST(FairShareTest, ABurstsCarryCountsTheRefillsFractions) {
     ASSERT_LE(burst.share.debt(), 0) << "seed " << seed;
     if (found.credit_carried) ++credited;
   }
+  // Not every one: a credit rounded up would be.
   EXPECT_GE(credited, 372);
-  EXPECT_LE(credited, 400);
+  EXPECT_LE(credited, 398);
   DebtBurst repaid(kAskedUntilUs, 1000);
   const FairShare::EpochStart found =
       repaid.next_wake(110, repaid.woke + kAskedUntilUs + kIdleUs, 98 + 5 - 10, 0, 50'000, 10);
