@@ -1113,18 +1113,23 @@ void Limiter::check(const CheckInput& input, TimeUs now, CheckOutput& out) {
     if (p.ledger_state != nullptr && p.ledger_state->share->count(now)) {
       rule_shares_of(p).dense_until_us = now + FairShare::kDenseMemoryUs;
     }
-    if (p.share_retry_us > 0) {
+    const bool share_refused = p.share_retry_us > 0;
+    if (share_refused) {
       ++stats_.share_refused;
       p.ledger_state->share->note_refused();
-      // The room this node's share refused, where the algorithm keeps it
-      // (a sliding window's credit: sliding_window.h). A key with no state
-      // here yet has nothing to note it in.
-      if (!charge && !p.token_bucket) {
-        if (p.in_table && p.cell != nullptr) {
-          note_share_refusal_cell(*p.cell, algorithm_scratch_[p.scratch].effective, now);
-        } else if (!p.in_table && p.state != nullptr) {
-          note_share_refusal_state(*p.state, algorithm_scratch_[p.scratch].effective, now);
-        }
+    }
+    // A refusal, where the algorithm keeps what it tells: the room this
+    // node's share refused (a sliding window's credit), or, where the
+    // algorithm refused, how far the room opened since an overshoot was
+    // noted (a sliding window's overshoot: sliding_window.h). Not a peek's,
+    // which is no demand. A key with no state here yet has nothing to note
+    // it in.
+    if (!charge && !p.token_bucket && (share_refused || (!p.decision.allowed && !peek))) {
+      const Refusal by = share_refused ? Refusal::kByShare : Refusal::kByAlgorithm;
+      if (p.in_table && p.cell != nullptr) {
+        note_refusal_cell(*p.cell, algorithm_scratch_[p.scratch].effective, by, now);
+      } else if (!p.in_table && p.state != nullptr) {
+        note_refusal_state(*p.state, algorithm_scratch_[p.scratch].effective, by, now);
       }
     }
     RuleCounters& counted = rule_counters_[p.rule == kNoRule ? rule_counters_.size() - 1 : p.rule];

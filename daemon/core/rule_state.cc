@@ -226,6 +226,19 @@ void charge_remote_of(typename A::State& state, const typename A::Params& p, std
   }
 }
 
+// A refusal, told to an algorithm that takes it (algorithm.h).
+template <class A>
+void note_refusal_of(typename A::State& state, const typename A::Params& p, Refusal by,
+                     TimeUs now) {
+  if (by == Refusal::kByShare) {
+    if constexpr (requires { A::note_share_refusal(state, p, now); }) {
+      A::note_share_refusal(state, p, now);
+    }
+  } else if constexpr (requires { A::note_refusal(state, p, now); }) {
+    A::note_refusal(state, p, now);
+  }
+}
+
 }  // namespace
 
 StateCell fresh_cell(const AlgorithmParams& params, TimeUs now) {
@@ -261,11 +274,9 @@ bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs n
   });
 }
 
-void note_share_refusal_cell(StateCell& cell, const AlgorithmParams& params, TimeUs now) {
+void note_refusal_cell(StateCell& cell, const AlgorithmParams& params, Refusal by, TimeUs now) {
   on_cell<void>(params, [&]<class A>(const typename A::Params& p) {
-    if constexpr (requires { A::note_share_refusal(cell.as<typename A::State>(), p, now); }) {
-      A::note_share_refusal(cell.as<typename A::State>(), p, now);
-    }
+    note_refusal_of<A>(cell.as<typename A::State>(), p, by, now);
   });
 }
 
@@ -302,11 +313,9 @@ bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs
   });
 }
 
-void note_share_refusal_state(RuleState& state, const AlgorithmParams& params, TimeUs now) {
+void note_refusal_state(RuleState& state, const AlgorithmParams& params, Refusal by, TimeUs now) {
   visit_algorithm<void>(params, [&]<class A>(const typename A::Params& p) {
-    if constexpr (requires { A::note_share_refusal(std::get<typename A::State>(state), p, now); }) {
-      A::note_share_refusal(std::get<typename A::State>(state), p, now);
-    }
+    note_refusal_of<A>(std::get<typename A::State>(state), p, by, now);
   });
 }
 

@@ -87,9 +87,11 @@ alg::Ticket commit_cell(StateCell& cell, const AlgorithmParams& params, std::int
 void charge_remote_cell(StateCell& cell, const AlgorithmParams& params, std::int64_t amount,
                         TimeUs at, TimeUs now);
 bool cell_is_idle(const StateCell& cell, const AlgorithmParams& params, TimeUs now);
-// This node's fair share refused at `now` a request the algorithm had room
-// for (algorithm.h: note_share_refusal, where the algorithm has it).
-void note_share_refusal_cell(StateCell& cell, const AlgorithmParams& params, TimeUs now);
+// Who refused a request at `now` (algorithm.h: the optional
+// note_share_refusal and note_refusal, where the algorithm has them): this
+// node's fair share, where the algorithm had room for it, or the algorithm.
+enum class Refusal { kByShare, kByAlgorithm };
+void note_refusal_cell(StateCell& cell, const AlgorithmParams& params, Refusal by, TimeUs now);
 
 // The calls of algorithm.h on a state kept in the StateTable. `params` must not hold BucketParams,
 // and `state` must be the one made by fresh() with the same params.
@@ -101,6 +103,6 @@ alg::Ticket commit_state(RuleState& state, const AlgorithmParams& params, std::i
 void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::int64_t amount,
                          TimeUs at, TimeUs now);
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now);
-void note_share_refusal_state(RuleState& state, const AlgorithmParams& params, TimeUs now);
+void note_refusal_state(RuleState& state, const AlgorithmParams& params, Refusal by, TimeUs now);
 
 }  // namespace rlimit::core

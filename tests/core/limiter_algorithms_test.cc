@@ -464,6 +464,32 @@ TEST(LimiterAlgorithmsTest, ASlidingLogLogsAPeersConsumptionWhenItHappened) {
   }
 }
 
+// A sliding window owes an overshoot as of the last request it refused
+// (sliding_window.h, "Overshoot"): the Limiter tells it of its refusals.
+// With a refusal after the room opened, the next window does not carry it.
+TEST(LimiterAlgorithmsTest, ASlidingWindowOwesItsOvershootAsOfItsLastRefusal) {
+  const TimeUs window = 1000 * kSecond;
+  for (const bool refused_since : {false, true}) {
+    SCOPED_TRACE(refused_since);
+    Limiter b = limiter_of({rule_of("r", Algorithm::kSlidingWindow, 100, kSecond, 100)});
+    b.enable_replication("b", 1, 0);
+    Caller alice;
+    ASSERT_EQ(alice.allowed_of(b, window, 100), 100);
+    const std::string key(alice.check(b, window, 0, CheckMode::kPeek).rules[0].key);
+    ASSERT_EQ(alice.allowed_of(b, window + 1'600'000, 40), 40);  // 100 * 0.4 + 40
+    // News of 30 at 1.6 s into the run: 100 * 0.4 + 70, 10 over.
+    ASSERT_EQ(b.merge_remote(key, "a", 1, 30, window + 1'600'000), 30u);
+    if (refused_since) {
+      // At 1.8 s: 100 * 0.2 + 70 = 90; 15 more do not fit, the excess is gone.
+      EXPECT_FALSE(alice.check(b, window + 1'800'000, 15).allowed);
+    }
+    // Halfway through the next window: 70 * 0.5 + 0 without the carry, 60 * 0.5
+    // + 10 with it.
+    EXPECT_EQ(alice.check(b, window + 2'500'000, 0, CheckMode::kPeek).rules[0].remaining,
+              refused_since ? 65 : 60);
+  }
+}
+
 // Each origin's entry carries its own age: a node that relays an older
 // peer's consumption beside newer news (its own, or another peer's) sends
 // the older one's age, not the newest's, so a receiving log frees its slots

@@ -22,7 +22,10 @@
 // call, so the key (and, once peers agree, its counters) may be forgotten.
 // Optional: note_share_refusal(state, params, now), told when this node's
 // fair share refused a request the algorithm would have admitted (the
-// sliding window credits that room: sliding_window.h).
+// sliding window credits that room: sliding_window.h), and
+// note_refusal(state, params, now), told when the algorithm refused one (a
+// sliding window's overshoot is owed only as far as its estimate still holds
+// it then).
 //
 // Every call must pass the Params the state was made with; a rule whose
 // parameters change gets new keys (its fingerprint changes). Costs are in

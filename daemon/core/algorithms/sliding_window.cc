@@ -20,13 +20,12 @@ std::int64_t window_of(TimeUs now, std::int64_t period_us) {
 
 // What the first edge carries of a window that counted `current` with
 // `overshoot` (units; < 0 a credit) noted: the count above the limit, or the
-// overshoot as far as the window left room under the limit (a window that
-// reached its limit anyway owes nothing: the excess only came earlier in
-// it), or minus the credit as far as the count stays within the limit.
+// overshoot (at most the count: what the window admitted), or minus the
+// credit as far as the count stays within the limit.
 i128 carried_at_edge(i128 current, i128 overshoot, std::int64_t limit) {
   if (current > limit) return current - limit;
   if (overshoot < 0) return -std::min<i128>(-overshoot, limit - current);
-  return std::max<i128>(0, std::min({overshoot, current, limit - current}));
+  return std::max<i128>(0, std::min(overshoot, current));
 }
 
 // Rolls (previous, current) forward by `windows` >= 1 edges: each edge moves
@@ -70,6 +69,13 @@ std::optional<i128> scaled_excess(const SlidingWindow::State& s,
   if (raw_offset < 0) return std::nullopt;
   return scaled_estimate(s, std::min<i128>(raw_offset, period), period) -
          static_cast<i128>(params.limit) * period;
+}
+
+// A scaled excess (>= 0) in units, to the nearest one, at most the limit.
+std::int64_t excess_units(i128 scaled, const SlidingWindow::Params& params) {
+  const i128 period = params.period_us;
+  return static_cast<std::int64_t>(
+      std::min<i128>(params.limit, (2 * scaled + period) / (2 * period)));
 }
 
 SlidingWindow::State make_state(std::int64_t window, i128 previous, i128 current) {
@@ -200,17 +206,15 @@ void SlidingWindow::charge_remote(State& state, const Params& params, std::int64
   assert(amount >= 0 && amount <= kMaxCost);
   state = at(state, params, now);
   state.current = std::min(state.current + amount, kMaxCount);
-  // The estimate's excess over the limit now, to the nearest unit.
+  // The estimate's excess over the limit now.
   const std::optional<i128> excess = scaled_excess(state, params, now);
   if (!excess) return;  // news from an earlier window, counted in this one
   if (*excess <= 0) {
     if (amount > 0) consumed_after_note(state, params.limit, amount);
     return;
   }
-  const i128 period = params.period_us;
-  const std::int64_t units = static_cast<std::int64_t>(
-      std::min<i128>(params.limit, (2 * *excess + period) / (2 * period)));
-  const std::int64_t steps = carry_steps_of(units, params.limit, Round::kUp);
+  const std::int64_t steps =
+      carry_steps_of(excess_units(*excess, params), params.limit, Round::kUp);
   if (steps > state.carry_steps) state.carry_steps = steps;
 }
 
@@ -221,6 +225,17 @@ void SlidingWindow::note_share_refusal(State& state, const Params& params, TimeU
   const std::int64_t units = static_cast<std::int64_t>(
       std::min<i128>(params.limit, detail::floor_div(-*excess, params.period_us)));
   if (units > 0) state.carry_steps = -carry_steps_of(units, params.limit, Round::kDown);
+}
+
+void SlidingWindow::note_refusal(State& state, const Params& params, TimeUs now) {
+  if (state.carry_steps <= 0) return;  // no overshoot (the common case: no write)
+  state = at(state, params, now);
+  if (state.carry_steps <= 0) return;  // it was the last window's
+  const std::optional<i128> excess = scaled_excess(state, params, now);
+  if (!excess) return;
+  const std::int64_t steps =
+      carry_steps_of(excess_units(std::max<i128>(0, *excess), params), params.limit, Round::kUp);
+  if (steps < state.carry_steps) state.carry_steps = steps;
 }
 
 bool SlidingWindow::is_idle(const State& state, const Params& params, TimeUs now) {

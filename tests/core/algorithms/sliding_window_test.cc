@@ -259,16 +259,53 @@ TEST(SlidingWindowTest, NewsIsMeasuredAtTheTimeItHappened) {
   EXPECT_EQ(later.carry_steps, 0);
 }
 
-// An overshoot is carried only as far as the window left room under the
-// limit: the rest of it is in the count already.
-TEST(SlidingWindowTest, AnOvershootIsCarriedOnlyAsFarAsTheWindowLeftRoom) {
+// An overshoot the window refused nothing after is carried whole, though
+// the window's count ends below the limit: the burst that overshot ended
+// early in the window, where the previous window still weighed (with the
+// carry bounded by the room left at the end, 5 of these 35 were carried).
+TEST(SlidingWindowTest, AnOvershootIsCarriedWholeThoughTheCountEndsBelowTheLimit) {
   const SlidingWindow::Params p{100, kUsPerSecond};
   SlidingWindow::State s = full_then_40(p);
   SlidingWindow::charge_remote(s, p, 55, 1'600'000);  // 100 * 0.4 + 95: 35 over
   ASSERT_EQ(s.carry_steps, 35);
   const SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
-  EXPECT_EQ(next.previous, 90);
-  EXPECT_EQ(next.current, 5);
+  EXPECT_EQ(next.previous, 60);
+  EXPECT_EQ(next.current, 35);
+}
+
+// A request the window refuses after an overshoot was noted lowers it to the
+// estimate's excess then (demand pressed while the room opened: the window's
+// refusals repaid the rest), and never raises it; the next window's refusal
+// leaves the carried count alone, and a state with no overshoot is not
+// written.
+TEST(SlidingWindowTest, ARefusalLowersTheOvershootToTheExcessThen) {
+  const SlidingWindow::Params p{100, kUsPerSecond};
+  SlidingWindow::State s = full_then_40(p);
+  SlidingWindow::charge_remote(s, p, 30, 1'600'000);  // 100 * 0.4 + 70: 10 over
+  ASSERT_EQ(s.carry_steps, 10);
+  SlidingWindow::note_refusal(s, p, 1'650'000);  // 100 * 0.35 + 70: 5 over
+  EXPECT_EQ(s.carry_steps, 5);
+  SlidingWindow::note_refusal(s, p, 1'620'000);  // 8 over: not raised
+  EXPECT_EQ(s.carry_steps, 5);
+  SlidingWindow::note_refusal(s, p, 1'800'000);  // 100 * 0.2 + 70 = 90: none
+  EXPECT_EQ(s.carry_steps, 0);
+  SlidingWindow::State next = SlidingWindow::at(s, p, 2 * kUsPerSecond);
+  EXPECT_EQ(next.previous, 70);
+  EXPECT_EQ(next.current, 0);
+
+  SlidingWindow::State carried = full_then_40(p);
+  SlidingWindow::charge_remote(carried, p, 30, 1'600'000);
+  SlidingWindow::note_refusal(carried, p, 2'100'000);  // the next window's
+  EXPECT_EQ(carried.window, 2);
+  EXPECT_EQ(carried.previous, 60);
+  EXPECT_EQ(carried.current, 10);
+  EXPECT_EQ(carried.carry_steps, 0);
+
+  SlidingWindow::State none = full_then_40(p);
+  SlidingWindow::note_refusal(none, p, 2'100'000);
+  EXPECT_EQ(none.window, 1);
+  EXPECT_EQ(none.previous, 100);
+  EXPECT_EQ(none.current, 40);
 }
 
 TEST(SlidingWindowTest, AnOvershootAboveTheLimitsStepsIsRoundedUpThenDown) {
