@@ -182,13 +182,6 @@ struct ShareInputs {
   // likely this node is one of many meeting it at once (docs/cluster.md,
   // "Keys new at once").
   bool crowded_start = false;
-  // Many origins seen against a small pool make demand dense (FairShare::
-  // kCrowdedOrigins), and a crowd's first requests are thinned
-  // (kBurstHorizons); for the sliding window neither, but in the first
-  // period of a burst into an emptied window (the Limiter's choice,
-  // measured: docs/cluster.md, "Fair shares": "Crowded origins", "A crowd's
-  // first requests, thinned", "A window's crowd after a quiet spell").
-  bool crowd_makes_dense = false;
   // The algorithm repays an overspend as a debt and refills continuously up
   // to a cap (the bucket-like ones): carry the debt an idle spell forgave
   // (FairShare, "A forgiven debt"). Its nominal refill, `rate_limit` per

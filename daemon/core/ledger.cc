@@ -163,14 +163,6 @@ TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us)
   return woke ? edge.woke_us : 0;
 }
 
-bool Ledger::burst_after_quiet(const KeyState& state, TimeUs now, TimeUs within_us,
-                               TimeUs quiet_us) {
-  const BurstEdge edge = burst_edge(state, now, within_us);
-  return edge.woke_us != std::numeric_limits<TimeUs>::max() &&
-         (edge.before_us == std::numeric_limits<TimeUs>::min() ||
-          edge.woke_us - edge.before_us >= quiet_us);
-}
-
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {
   auto it = keys_.find(key);
   return it != keys_.end() ? it : keys_.emplace(std::string(key), KeyState{}).first;

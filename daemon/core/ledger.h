@@ -138,12 +138,6 @@ class Ledger {
   // in both bursts counts in the newest). Reads every entry once: for an
   // epoch's start, not for every request.
   static TimeUs burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us);
-  // Whether a burst on the key began within `within_us` of `now` into a
-  // spell of at least `quiet_us` without consumption, as its entries tell
-  // it (no consumption before it at all counts: a key new to the cluster).
-  // Reads every entry once, as burst_woke_us.
-  static bool burst_after_quiet(const KeyState& state, TimeUs now, TimeUs within_us,
-                                TimeUs quiet_us);
   // What one merge did.
   struct Merged {
     std::uint64_t increase = 0;  // by how much it raised what we knew; 0: old news, duplicate

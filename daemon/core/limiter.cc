@@ -727,21 +727,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       in.carry_burst_error = wake_end > 0;
     }
     in.from_wake = wake_end > 0;
-    // A crowd of origins makes demand dense, and a crowd's first requests
-    // are thinned, but on a sliding window only in the first period of a
-    // burst into an emptied window (its entries quiet for two periods
-    // before it: the current window and the one it weighs), or a key's
-    // first, whose overshoot stays as a log's first period's does: a job
-    // on 200 nodes every 5 s (`periodic`) ran +48..+55% over the ideal with
-    // later windows at 1.73 x, and +0.2..+4.8% (1.11 x) with the crowd
-    // thinned there (docs/cluster.md, "A window's crowd after a quiet
-    // spell"). Not within a run of bursts: there they cost the run more than they gained in
-    // windows (200 nodes, bursts every 300 ms: -1.18% -> -1.98%,
-    // docs/cluster.md, "Crowded origins"; +0.23% -> -1.14%, "A crowd's
-    // first requests, thinned").
-    in.crowd_makes_dense =
-        algorithm != Algorithm::kSlidingWindow ||
-        Ledger::burst_after_quiet(state, now, p.params.period_us, 2 * p.params.period_us);
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
     if (p.token_bucket) {
       // With the fraction of a token the bucket holds and the one the epoch
@@ -812,7 +797,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.new_burst = ledger_.quiet(state, now);
     in.repays_overshoot = repays;
     TimeUs woke_us = share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0;
-    if (!repays && in.crowd_makes_dense && !in.new_burst) {
+    if (!repays && !in.new_burst) {
       // Where an overshoot stays one, a burst is new to this epoch while it
       // began (as its entries' times tell) within a horizon, though news of
       // its first spenders has come: a node asked one request of the burst
@@ -820,8 +805,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // see neither a quiet key nor a wake (FairShare::start_epoch, "A
       // sliding log repays no overshoot"). Its origins are counted from
       // then: a wake this node noted when news came may lie well after it.
-      // (A sliding window comes here only where its crowd is thinned, in
-      // a burst into an emptied window, above.)
       const TimeUs burst_woke_us = Ledger::burst_woke_us(state, now, share_view_.horizon_us);
       if (burst_woke_us > 0) {
         in.new_burst = true;

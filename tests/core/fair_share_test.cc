@@ -961,18 +961,15 @@ TEST(FairShareTest, ARunOfSmallBurstsKeepsTwoRequestsAnEpochBeyondTheShare) {
 // requests, and at least kCrowdedOrigins, makes demand dense at once: no
 // first request beyond the share, now or for kDenseMemoryUs. Fewer recent
 // origins (however many have an entry: users asking now and then at every
-// node), a larger pool, or an algorithm the Limiter exempts (the sliding
-// window) keep the sparse pass.
+// node) or a larger pool keep the sparse pass.
 TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
-  const auto first_answer = [](std::uint32_t origins, std::uint32_t recent, std::int64_t pool,
-                               bool crowd_makes_dense) {
+  const auto first_answer = [](std::uint32_t origins, std::uint32_t recent, std::int64_t pool) {
     FairShare share;
     const ShareInputs in{.headroom = pool,
                          .refill = 0,
                          .others = origins - 1,
                          .recent_others = recent - 1,
-                         .has_own = true,
-                         .crowd_makes_dense = crowd_makes_dense};
+                         .has_own = true};
     const bool crowded = share.start_epoch(view_of(200), in, kStart).crowded_origins;
     EXPECT_EQ(crowded, share.dense(kStart + kUsPerSecond));
     return std::pair{share.ask(pool + 1, kStart), crowded};
@@ -980,15 +977,13 @@ TEST(FairShareTest, ManyMoreRecentOriginsThanThePoolHoldsMakeDemandDense) {
   constexpr std::uint32_t kOrigins = FairShare::kCrowdedOrigins;
   static_assert(kOrigins % FairShare::kCrowdedOriginsPerPool == 0);
   constexpr std::int64_t kPool = kOrigins / FairShare::kCrowdedOriginsPerPool;  // 36
-  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool, true),
+  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool),
             std::pair(FairShare::Answer::kRefused, true));
-  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool + 1, true),
+  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool + 1),
             std::pair(FairShare::Answer::kSparse, false));
-  EXPECT_EQ(first_answer(kOrigins - 1, kOrigins - 1, 0, true),
+  EXPECT_EQ(first_answer(kOrigins - 1, kOrigins - 1, 0),
             std::pair(FairShare::Answer::kSparse, false));
-  EXPECT_EQ(first_answer(kOrigins, kOrigins, kPool, false),
-            std::pair(FairShare::Answer::kSparse, false));
-  EXPECT_EQ(first_answer(4 * kOrigins, kOrigins - 1, 0, true),
+  EXPECT_EQ(first_answer(4 * kOrigins, kOrigins - 1, 0),
             std::pair(FairShare::Answer::kSparse, false));
 }
 
@@ -1002,8 +997,7 @@ ShareInputs crowd_inputs(std::uint64_t node, std::int64_t pool, std::uint32_t or
                      .others = origins - 1,
                      .recent_others = recent - 1,
                      .burst_others = in_burst - 1,
-                     .dither_seed = node * 0x9e3779b97f4a7c15ULL,
-                     .crowd_makes_dense = true};
+                     .dither_seed = node * 0x9e3779b97f4a7c15ULL};
 }
 
 // Of 1000 nodes' epochs (`epoch_of(node)`: the answer to a request of cost
@@ -1038,20 +1032,19 @@ void asked_in_no_wake(FairShare& share, TimeUs before) {
 // more), or its share's own if larger: a draw keeps it beyond the share
 // only with what tops the share's chance up to the crowd's, not with the
 // crowd's chance again. Fewer live nodes, fewer origins in one burst
-// (however many spent within a second: users asking now and then), or an
-// algorithm the Limiter exempts (the sliding window) keep it always.
+// (however many spent within a second: users asking now and then) keep it
+// always.
 TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
   // `others_spent`: what the other origins consumed between the two epochs;
   // with some, this node's share is its part of the eighth alone, 1/(8 x
   // origins) of the pool; without, the pool over the origins.
   const auto admitted = [](std::uint32_t live, std::uint32_t origins, std::uint32_t recent,
                            std::uint32_t in_burst, std::int64_t pool, bool asks_rarely,
-                           std::uint64_t others_spent, bool crowd_makes_dense = true) {
+                           std::uint64_t others_spent) {
     return admitted_of([&](std::uint64_t node) {
       FairShare share;
       ShareInputs in = crowd_inputs(node, pool, origins, recent, in_burst);
       in.has_own = true;
-      in.crowd_makes_dense = crowd_makes_dense;
       // Known here for a while (not young).
       const TimeUs at = kStart + 100 * kHorizonUs;
       share.start_epoch(view_of(live), in, kStart);
@@ -1079,8 +1072,6 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
   EXPECT_EQ(admitted(200, 40, 20, kFew, 10, true, 100), 1000);
   EXPECT_EQ(admitted(FairShare::kCrowdedNodes - 1, 40, 20, 20, 10, false, 100), 1000);
   EXPECT_EQ(admitted(FairShare::kCrowdedNodes, 40, 20, 20, 0, false, 100), 0);
-  EXPECT_EQ(admitted(200, 40, 20, 20, 10, false, 100, /*crowd_makes_dense=*/false),
-            1000);  // a sliding window
 }
 
 // A request beyond the share and the crowd's chance is refused, and counted

@@ -144,40 +144,6 @@ TEST(LedgerTest, ABurstWokeWhereItsEntriesFollowAQuietSpell) {
   EXPECT_EQ(woke(), 0);
 }
 
-// A burst after a quiet spell (a sliding window's crowd, the Limiter): the
-// oldest consumption within `within_us` of now follows a spell of
-// `quiet_us` with none; a key with no consumption before it is one too.
-TEST(LedgerTest, ABurstAfterAQuietSpellIsToldByItsEntries) {
-  constexpr TimeUs kPeriodUs = kUsPerSecond;
-  constexpr TimeUs kQuietUs = 2 * kPeriodUs;
-  Ledger ledger = started_at(kOurIncarnation);
-  std::map<std::string, std::uint64_t> consumed;
-  const auto merged_at = [&](const char* origin, TimeUs at_us) {
-    ledger.merge("k", ledger.intern_origin(origin), kOurIncarnation + 1, ++consumed[origin], at_us,
-                 at_us);
-  };
-  const auto after_quiet = [&](TimeUs now) {
-    return Ledger::burst_after_quiet(*ledger.find("k"), now, kPeriodUs, kQuietUs);
-  };
-  // A key's first burst: nothing consumed before it.
-  merged_at("a", 10 * kPeriodUs);
-  merged_at("z", 10 * kPeriodUs + 50'000);  // spends in this burst only
-  EXPECT_TRUE(after_quiet(10 * kPeriodUs + 100'000));
-  // Nothing within a period of now: no burst.
-  EXPECT_FALSE(after_quiet(12 * kPeriodUs));
-  // The next burst 5 s later, after a spell of 5 s ("z" tells it): one,
-  // for its first period, whoever spends in it.
-  merged_at("b", 15 * kPeriodUs);
-  merged_at("a", 15 * kPeriodUs + 200'000);
-  EXPECT_TRUE(after_quiet(15 * kPeriodUs + 300'000));
-  EXPECT_TRUE(after_quiet(15 * kPeriodUs + 900'000));
-  // A burst 700 ms after that one's end is not: the last burst is within
-  // the period, or less than the spell before it.
-  merged_at("c", 16 * kPeriodUs + 900'000);
-  EXPECT_FALSE(after_quiet(16 * kPeriodUs + 950'000));
-  EXPECT_FALSE(after_quiet(17 * kPeriodUs + 300'000));
-}
-
 // A key wakes when its entries grow after a quiet spell (one news horizon,
 // set by the Limiter), and tells its share the sums just before; growth
 // within the spell, a key this node never checked, or no quiet set: none.

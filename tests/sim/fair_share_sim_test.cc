@@ -394,6 +394,22 @@ TEST(FairShareSimTest, ManyKeysOn20NodesRepayASlidingWindowsOvershoot) {
   EXPECT_GT(r.core.share_refused, 0u);
 }
 
+// A sliding window's crowd is thinned in every burst, as every other
+// algorithm's (docs/cluster.md, "A window's crowd, thinned in every
+// burst"): `coldkeys` at 200 nodes is a run of bursts on many keys, where
+// every node kept its first request of each key beyond its share: the
+// second burst admitted 2.34 x the limit (seed 1), 1.09 x at most since.
+// Over 10 s the run still holds the cold start's overshoot (+13.6%; over
+// 60 s -1.83%, with 0.32 x at least in the 5th second: not bounded here).
+TEST(FairShareSimTest, ManyKeysOn200NodesThinASlidingWindowsCrowd) {
+  const Results r = run(shipped("coldkeys", {"cluster.nodes=200", "duration=\"10s\"",
+                                             "rule.0.algorithm=\"sliding_window\""}),
+                        1);
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100 * 10.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.2 * r.limit_per_window());
+  EXPECT_GT(r.core.share_passes_thinned, 0u);
+}
+
 // 200 nodes on `coldkeys` (a node asks a key about once a burst): the
 // first requests the nodes keep beyond their thin shares are most of what
 // is admitted. Every node that asked kept one, and the second burst admitted
