@@ -383,7 +383,7 @@ TEST(FairShareSimTest, ManyKeysOn20NodesSpendSmoothBurstysRequestAhead) {
 // in step (the ideal's fewest window: nothing); the cluster's keys fall out
 // of step, each pair of windows summing to the ideal's, so where the ideal
 // admits the whole limit the cluster admits about half (0.48 x here, seeds
-// 1-4 at 5 / 20 / 50 nodes at least 0.47 x; docs/accuracy.md).
+// 1-4 at 5 / 20 / 50 nodes at least 0.48 x; docs/accuracy.md).
 TEST(FairShareSimTest, ManyKeysOn20NodesRepayASlidingWindowsOvershoot) {
   const Results r = run(shipped("coldkeys", {"cluster.nodes=20", "duration=\"60s\"",
                                              "rule.0.algorithm=\"sliding_window\""}),
