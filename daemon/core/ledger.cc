@@ -131,36 +131,23 @@ Ledger::RecentOthers Ledger::recent_others(const KeyState& state, TimeUs within_
           std::max(recent.in_burst, last_burst.in_burst)};
 }
 
-namespace {
-
-// The oldest consumption within `within_us` of `now` (max if none), and the
-// newest before them (min if none).
-struct BurstEdge {
+TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us) {
+  // The oldest consumption within `quiet_us` of `now`, and the newest
+  // before them.
   TimeUs woke_us = std::numeric_limits<TimeUs>::max();
   TimeUs before_us = std::numeric_limits<TimeUs>::min();
-};
-
-BurstEdge burst_edge(const Ledger::KeyState& state, TimeUs now, TimeUs within_us) {
-  BurstEdge edge;
-  for (const Ledger::Entry& e : state.entries) {
-    const TimeUs at = Ledger::consumed_at_us(state, e);
-    if (now - at < within_us) {
-      edge.woke_us = std::min(edge.woke_us, at);
+  for (const Entry& e : state.entries) {
+    const TimeUs at = consumed_at_us(state, e);
+    if (now - at < quiet_us) {
+      woke_us = std::min(woke_us, at);
     } else {
-      edge.before_us = std::max(edge.before_us, at);
+      before_us = std::max(before_us, at);
     }
   }
-  return edge;
-}
-
-}  // namespace
-
-TimeUs Ledger::burst_woke_us(const KeyState& state, TimeUs now, TimeUs quiet_us) {
-  const BurstEdge edge = burst_edge(state, now, quiet_us);
-  const bool woke = edge.woke_us != std::numeric_limits<TimeUs>::max() &&
-                    edge.before_us != std::numeric_limits<TimeUs>::min() &&
-                    edge.woke_us - edge.before_us >= quiet_us;
-  return woke ? edge.woke_us : 0;
+  const bool woke = woke_us != std::numeric_limits<TimeUs>::max() &&
+                    before_us != std::numeric_limits<TimeUs>::min() &&
+                    woke_us - before_us >= quiet_us;
+  return woke ? woke_us : 0;
 }
 
 Ledger::Keys::iterator Ledger::find_or_add(std::string_view key) {
