@@ -3,6 +3,8 @@
 # scenario with seed 1 (the 5-node ones with seeds 1..5 as well), writes the
 # plots to docs/plots/ and prints the Markdown tables.
 # Usage: simulations/figures.sh [SIM]     (scale1000 is left out: see the doc)
+#   SET: one `--set` for every run (e.g. SET=cluster.fair_share=false, the
+#   same binary without fair shares, side by side); PLOTS=0 draws no plots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sim="${1:-build/bin/rlimit-sim}"
@@ -10,8 +12,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p docs/plots
 
+extra=()
+if [ -n "${SET:-}" ]; then extra=(--set "$SET"); fi
+
 row() {  # scenario seed
-  "$sim" --scenario "simulations/scenarios/$1.toml" --seed "$2" --json "$tmp/r.json" > /dev/null
+  "$sim" --scenario "simulations/scenarios/$1.toml" --seed "$2" "${extra[@]}" --json "$tmp/r.json" > /dev/null
   python3 - "$tmp/r.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -45,6 +50,8 @@ for s in loss1 loss10 partition; do
   for seed in 1 2 3 4 5; do row "$s" "$seed"; done
 done
 
-for s in steady loss10 partition crash skew hotkeys nodes100-partition; do
-  "$sim" --scenario "simulations/scenarios/$s.toml" --seed 1 --svg "docs/plots/$s.svg" > /dev/null
-done
+if [ "${PLOTS:-1}" != 0 ]; then
+  for s in steady loss10 partition crash skew hotkeys nodes100-partition; do
+    "$sim" --scenario "simulations/scenarios/$s.toml" --seed 1 "${extra[@]}" --svg "docs/plots/$s.svg" > /dev/null
+  done
+fi
