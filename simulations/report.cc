@@ -236,6 +236,13 @@ void print_table(const Results& r, std::ostream& out) {
             std::to_string(r.least_window_vs_ideal_admitted) + " of the ideal's " +
             std::to_string(r.least_window_vs_ideal_ideal) + " (the same windows)");
   }
+  if (r.least_window_vs_ideal_rate >= 0) {
+    row(out, "fewest against the ideal's rate", fixed(r.least_window_vs_ideal_rate, 2),
+        "at " + format_seconds(r.least_window_vs_ideal_rate_at_us) + ", " +
+            std::to_string(r.least_window_vs_ideal_rate_admitted) + " of the ideal's " +
+            fixed(r.least_window_vs_ideal_rate_ideal, 1) +
+            " (the lower of its window and its rate around it; the same windows)");
+  }
   if (r.ideal_least_window >= 0) {
     row(out, "the ideal's fewest in a later window", std::to_string(r.ideal_least_window),
         "at " + format_seconds(r.ideal_least_window_at_us) + ", " + limits(r.ideal_least_window) +
@@ -387,6 +394,9 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"least_window_vs_ideal\": " << num(r.least_window_vs_ideal()) << ",\n";
   out << "  \"least_window_vs_ideal_at_s\": " << num(seconds(r.least_window_vs_ideal_at_us))
       << ",\n";
+  out << "  \"least_window_vs_ideal_rate\": " << num(r.least_window_vs_ideal_rate) << ",\n";
+  out << "  \"least_window_vs_ideal_rate_at_s\": "
+      << num(seconds(r.least_window_vs_ideal_rate_at_us)) << ",\n";
   out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";
   out << "  \"ideal_least_window_at_s\": " << num(seconds(r.ideal_least_window_at_us)) << ",\n";
   const auto key_json = [&](const char* name, const KeyWindowFigure& f) {

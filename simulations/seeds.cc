@@ -37,6 +37,7 @@ SeedRun seed_run(const Results& results) {
       .fewest_later_limits = in_limits(results.least_window_admitted),
       .ideal_fewest_later_limits = in_limits(results.ideal_least_window),
       .fewest_vs_ideal = results.least_window_vs_ideal(),
+      .fewest_vs_ideal_rate = results.least_window_vs_ideal_rate,
   };
 }
 
@@ -71,6 +72,7 @@ SeedsSummary summarize(const std::vector<SeedRun>& runs) {
     lower(run.ideal_fewest_later_limits, run.seed, s.ideal_fewest_later_limits,
           s.ideal_fewest_later_seed);
     lower(run.fewest_vs_ideal, run.seed, s.fewest_vs_ideal, s.fewest_vs_ideal_seed);
+    lower(run.fewest_vs_ideal_rate, run.seed, s.fewest_vs_ideal_rate, s.fewest_vs_ideal_rate_seed);
   }
   s.mean_vs_ideal /= static_cast<double>(runs.size());
   s.mean_abs_vs_ideal /= static_cast<double>(runs.size());
@@ -137,17 +139,18 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   out << "Scenario " << report.scenario << ", " << report.nodes << " nodes: " << s.runs
       << (s.runs == 1 ? " run" : " runs") << " (windows in limits)\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "  %8s  %9s  %6s  %11s  %12s  %14s  %15s  %s\n", "seed",
+  std::snprintf(buf, sizeof buf, "  %8s  %9s  %6s  %11s  %12s  %14s  %15s  %14s  %s\n", "seed",
                 "vs ideal", "first", "most later", "fewest later", "ideal's fewest",
-                "fewest vs ideal", "digest");
+                "fewest vs ideal", "vs ideal's rate", "digest");
   out << buf;
   for (const SeedRun& run : report.runs) {
-    std::snprintf(buf, sizeof buf, "  %8llu  %9s  %6s  %11s  %12s  %14s  %15s  %s\n",
+    std::snprintf(buf, sizeof buf, "  %8llu  %9s  %6s  %11s  %12s  %14s  %15s  %14s  %s\n",
                   static_cast<unsigned long long>(run.seed), percent(run.vs_ideal).c_str(),
                   limits(run.first_limits).c_str(), limits(run.most_later_limits).c_str(),
                   limits(run.fewest_later_limits).c_str(),
                   limits(run.ideal_fewest_later_limits).c_str(),
-                  limits(run.fewest_vs_ideal).c_str(), hex(run.digest).c_str());
+                  limits(run.fewest_vs_ideal).c_str(), limits(run.fewest_vs_ideal_rate).c_str(),
+                  hex(run.digest).c_str());
     out << buf;
   }
   if (s.runs == 0) return;
@@ -180,6 +183,8 @@ void print_seeds(const SeedsReport& report, std::ostream& out) {
   extreme("the ideal's fewest later", s.ideal_fewest_later_limits, s.ideal_fewest_later_seed);
   extreme("fewest against the ideal", s.fewest_vs_ideal, s.fewest_vs_ideal_seed,
           "the ideal's in that window");
+  extreme("fewest vs the ideal's rate", s.fewest_vs_ideal_rate, s.fewest_vs_ideal_rate_seed,
+          "the ideal's window or rate, the lower");
 }
 
 void write_seeds_json(const SeedsReport& report, std::ostream& out) {
@@ -194,7 +199,9 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
         << ", \"most_later_window_limits\": " << json_limits(run.most_later_limits)
         << ", \"fewest_later_window_limits\": " << json_limits(run.fewest_later_limits)
         << ", \"ideal_fewest_later_window_limits\": " << json_limits(run.ideal_fewest_later_limits)
-        << ", \"fewest_later_window_vs_ideal\": " << json_limits(run.fewest_vs_ideal) << "}";
+        << ", \"fewest_later_window_vs_ideal\": " << json_limits(run.fewest_vs_ideal)
+        << ", \"fewest_later_window_vs_ideal_rate\": " << json_limits(run.fewest_vs_ideal_rate)
+        << "}";
   }
   out << "\n  ],\n  \"summary\": {\"runs\": " << s.runs
       << ", \"mean_admitted_vs_ideal\": " << fixed(s.mean_vs_ideal, 6)
@@ -209,7 +216,9 @@ void write_seeds_json(const SeedsReport& report, std::ostream& out) {
       << ", \"most_later_window_limits\": " << json_limits(s.most_later_limits)
       << ", \"fewest_later_window_limits\": " << json_limits(s.fewest_later_limits)
       << ", \"ideal_fewest_later_window_limits\": " << json_limits(s.ideal_fewest_later_limits)
-      << ", \"fewest_later_window_vs_ideal\": " << json_limits(s.fewest_vs_ideal) << "}\n}\n";
+      << ", \"fewest_later_window_vs_ideal\": " << json_limits(s.fewest_vs_ideal)
+      << ", \"fewest_later_window_vs_ideal_rate\": " << json_limits(s.fewest_vs_ideal_rate)
+      << "}\n}\n";
 }
 
 }  // namespace rlimit::sim

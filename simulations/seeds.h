@@ -40,6 +40,9 @@ struct SeedRun {
   // The least share of the ideal's admissions in the same window (a ratio,
   // not limits; Results::least_window_vs_ideal()).
   double fewest_vs_ideal = -1;
+  // The least share of the ideal's rate around the window
+  // (Results::least_window_vs_ideal_rate).
+  double fewest_vs_ideal_rate = -1;
 };
 
 struct SeedsSummary {
@@ -65,6 +68,8 @@ struct SeedsSummary {
   std::uint64_t ideal_fewest_later_seed = 0;
   double fewest_vs_ideal = -1;
   std::uint64_t fewest_vs_ideal_seed = 0;
+  double fewest_vs_ideal_rate = -1;
+  std::uint64_t fewest_vs_ideal_rate_seed = 0;
 };
 
 struct SeedsReport {

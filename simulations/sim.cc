@@ -787,6 +787,23 @@ class Simulation {
         r_.least_window_vs_ideal_admitted = admitted;
         r_.least_window_vs_ideal_ideal = ideal_admitted;
       }
+      // The same against the lower of the ideal's window and its rate around
+      // it (per window, over the window and half a window either side: two
+      // windows, none at the run's end).
+      const std::size_t around_from = j - w / 2;  // j >= w
+      const std::size_t around_to = around_from + 2 * w;
+      if (around_to > bins) continue;
+      const double ideal_rate =
+          static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) / 2;
+      const double ideal_lower = std::min(static_cast<double>(ideal_admitted), ideal_rate);
+      if (ideal_lower > 0 &&
+          (r_.least_window_vs_ideal_rate < 0 ||
+           static_cast<double>(admitted) / ideal_lower < r_.least_window_vs_ideal_rate)) {
+        r_.least_window_vs_ideal_rate = static_cast<double>(admitted) / ideal_lower;
+        r_.least_window_vs_ideal_rate_admitted = admitted;
+        r_.least_window_vs_ideal_rate_ideal = ideal_lower;
+        r_.least_window_vs_ideal_rate_at_us = at;
+      }
     }
   }
 

@@ -127,7 +127,8 @@ TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
                   .most_later_limits = 1.2,
                   .fewest_later_limits = 0.86,
                   .ideal_fewest_later_limits = -1,
-                  .fewest_vs_ideal = 0.83}};
+                  .fewest_vs_ideal = 0.83,
+                  .fewest_vs_ideal_rate = 0.91}};
   report.summary = summarize(report.runs);
   std::ostringstream table;
   print_seeds(report, table);
@@ -151,7 +152,14 @@ TEST(SeedsTest, TheTableAndTheJsonGiveEveryRunAndTheSummary) {
   EXPECT_NE(json.str().find("\"admitted_vs_ideal\": -0.024300"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"ideal_fewest_later_window_limits\": null"), std::string::npos)
       << json.str();
-  EXPECT_NE(json.str().find("\"fewest_later_window_vs_ideal\": 0.83}"), std::string::npos)
+  EXPECT_NE(
+      table.str().find(
+          "fewest vs the ideal's rate  0.91 x the ideal's window or rate, the lower (seed 3)"),
+      std::string::npos)
+      << table.str();
+  EXPECT_NE(json.str().find("\"fewest_later_window_vs_ideal\": 0.83, "), std::string::npos)
+      << json.str();
+  EXPECT_NE(json.str().find("\"fewest_later_window_vs_ideal_rate\": 0.91}"), std::string::npos)
       << json.str();
   EXPECT_NE(json.str().find("\"beyond_tolerance\": 1"), std::string::npos) << json.str();
   EXPECT_NE(json.str().find("\"sd_admitted_vs_ideal\": 0.000000"), std::string::npos) << json.str();
