@@ -481,6 +481,9 @@ class FairShare {
   // Met too recently for news of every other spender to have arrived (a
   // share never started is young too).
   bool young(TimeUs now) const { return epoch_us_ == 0 || now < young_until_us_; }
+  // An epoch started here before: the first (a probe, or the whole balance)
+  // is over once the next starts.
+  bool met_before() const { return epoch_us_ != 0; }
   bool dense(TimeUs now) const { return dense_until_us_ >= 0 && now < dense_until_us_; }
 
   // A share's credit counts in 2^-kFractionBits of a unit.

@@ -474,7 +474,12 @@ TEST(FairShareSimTest, ManyKeysOn200NodesThinTheirFirstRequestsOnASlidingLog) {
 // window. Before asks the users' keys were made crowded and gossiped: at
 // seeds 1 and 2 one key took 1.73 x its ceiling in its first window, and
 // 311,388 entries were gossiped against 81,310 routed to owners (seed 2);
-// since, 1.03 / 1.07 x and 2,481 against 105,042.
+// since, 1.03 / 1.07 x and 2,481 against 105,042. The crowded start's strict
+// probes end once the rule's spread is learned, which where keys are
+// routed is at a key's first epoch's end (Limiter::share_admits): learned
+// a horizon later, they refused 4.2% / 4.6% of what the ideal admitted
+// (seeds 1 / 2; 2.5% / 2.7% since), most of it requests of users below
+// their limit.
 TEST(FairShareSimTest, ManyUsersKeysNewAtOnceStayRoutedWithinTheirCeiling) {
   for (std::uint64_t seed : {1, 2}) {
     const Results r = run(shipped("owners1000", {"cluster.nodes=150", "traffic.0.keys=20000",
@@ -483,6 +488,7 @@ TEST(FairShareSimTest, ManyUsersKeysNewAtOnceStayRoutedWithinTheirCeiling) {
     EXPECT_LE(r.key_window_cold.value, 1.25) << seed << " " << r.key_window_cold.key;
     EXPECT_LE(r.key_window_later.value, 1.25) << seed << " " << r.key_window_later.key;
     EXPECT_LE(static_cast<double>(r.over_run), 0.002 * static_cast<double>(r.ideal)) << seed;
+    EXPECT_LE(static_cast<double>(r.under_run), 0.035 * static_cast<double>(r.ideal)) << seed;
     EXPECT_LE(r.core.entries_gossiped, r.core.routed_entries_to_owners / 20) << seed;
     EXPECT_GT(r.core.share_asks, 0u) << seed;
   }
