@@ -175,8 +175,10 @@ struct Results {
   // limit in one window and next to nothing in the next (its own echo); a
   // cluster that admits half the limit in each is no quieter than the
   // algorithm, though against the ideal's full window it reads 0.5
-  // (docs/accuracy.md, guarantee 3). Where the ideal admits the same in
-  // every window this is least_window_vs_ideal(). -1 if no window counted.
+  // (docs/accuracy.md, guarantee 3). Never below least_window_vs_ideal()
+  // (each window against at most its own; none whose span around it runs
+  // past the traffic), and where the ideal admits the same in every window
+  // about equal to it. -1 if no window counted.
   double least_window_vs_ideal_rate = -1;
   std::int64_t least_window_vs_ideal_rate_admitted = 0;  // the cluster's, in that window
   double least_window_vs_ideal_rate_ideal = 0;           // the lower of the ideal's two
