@@ -170,7 +170,8 @@ struct Results {
   TimeUs least_window_vs_ideal_at_us = 0;
   // The same windows against the lower of the perfect limiter's window and
   // its rate around it (what it admitted over the window and half a window
-  // either side, per window): "no silence" without the phase. A sliding
+  // either side, per window, where demand reached the limit in each of
+  // those two windows; else its window): "no silence" without the phase. A sliding
   // window under aligned bursts at the window's start admits its whole
   // limit in one window and next to nothing in the next (its own echo); a
   // cluster that admits half the limit in each is no quieter than the

@@ -789,12 +789,21 @@ class Simulation {
       }
       // The same against the lower of the ideal's window and its rate around
       // it (per window, over the window and half a window either side: two
-      // windows, none at the run's end).
+      // windows, none at the run's end), where demand reached the limit in
+      // each of those two windows: with demand there, a low window of the
+      // ideal is the algorithm's own echo; without, the timing of demand
+      // (a job every few seconds), and the window is read against its own.
       const std::size_t around_from = j - w / 2;  // j >= w
       const std::size_t around_to = around_from + 2 * w;
       if (around_to > bins) continue;
+      const auto demand_reached = [&](std::size_t from) {
+        return static_cast<double>(arrivals_prefix[from + w] - arrivals_prefix[from]) >=
+               r_.limit_per_window();
+      };
       const double ideal_rate =
-          static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) / 2;
+          demand_reached(around_from) && demand_reached(around_from + w)
+              ? static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) / 2
+              : static_cast<double>(ideal_admitted);
       const double ideal_lower = std::min(static_cast<double>(ideal_admitted), ideal_rate);
       if (ideal_lower > 0 &&
           (r_.least_window_vs_ideal_rate < 0 ||
