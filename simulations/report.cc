@@ -236,8 +236,8 @@ void print_table(const Results& r, std::ostream& out) {
             std::to_string(r.least_window_vs_ideal_admitted) + " of the ideal's " +
             std::to_string(r.least_window_vs_ideal_ideal) + " (the same windows)");
   }
-  if (r.least_window_vs_ideal_rate >= 0) {
-    row(out, "fewest against the ideal's rate", fixed(r.least_window_vs_ideal_rate, 2),
+  if (r.least_window_vs_ideal_rate() >= 0) {
+    row(out, "fewest against the ideal's rate", fixed(r.least_window_vs_ideal_rate(), 2),
         "at " + format_seconds(r.least_window_vs_ideal_rate_at_us) + ", " +
             std::to_string(r.least_window_vs_ideal_rate_admitted) + " of the ideal's " +
             fixed(r.least_window_vs_ideal_rate_ideal, 1) +
@@ -394,7 +394,7 @@ void write_json(const Results& r, std::ostream& out) {
   out << "  \"least_window_vs_ideal\": " << num(r.least_window_vs_ideal()) << ",\n";
   out << "  \"least_window_vs_ideal_at_s\": " << num(seconds(r.least_window_vs_ideal_at_us))
       << ",\n";
-  out << "  \"least_window_vs_ideal_rate\": " << num(r.least_window_vs_ideal_rate) << ",\n";
+  out << "  \"least_window_vs_ideal_rate\": " << num(r.least_window_vs_ideal_rate()) << ",\n";
   out << "  \"least_window_vs_ideal_rate_at_s\": "
       << num(seconds(r.least_window_vs_ideal_rate_at_us)) << ",\n";
   out << "  \"ideal_least_window_tokens\": " << r.ideal_least_window << ",\n";

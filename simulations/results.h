@@ -171,16 +171,12 @@ struct Results {
   // The same windows against the lower of the perfect limiter's window and
   // its rate around it (what it admitted over the window and half a window
   // either side, per window, where demand reached the limit in each of
-  // those two windows; else its window): "no silence" without the phase. A sliding
-  // window under aligned bursts at the window's start admits its whole
-  // limit in one window and next to nothing in the next (its own echo); a
-  // cluster that admits half the limit in each is no quieter than the
-  // algorithm, though against the ideal's full window it reads 0.5
-  // (docs/accuracy.md, guarantee 3). Never below least_window_vs_ideal()
-  // (each window against at most its own; none whose span around it runs
-  // past the traffic), and where the ideal admits the same in every window
-  // about equal to it. -1 if no window counted.
-  double least_window_vs_ideal_rate = -1;
+  // those two windows; else its window): "no silence" without the phase.
+  // A sliding window under aligned bursts at the window's start admits its
+  // whole limit in one window and next to nothing in the next (its own
+  // echo); a cluster that admits half the limit in each is no quieter than
+  // the algorithm, though against the ideal's full window it reads 0.5
+  // (docs/accuracy.md, guarantee 3). Both 0 if no window counted.
   std::int64_t least_window_vs_ideal_rate_admitted = 0;  // the cluster's, in that window
   double least_window_vs_ideal_rate_ideal = 0;           // the lower of the ideal's two
   TimeUs least_window_vs_ideal_rate_at_us = 0;
@@ -214,6 +210,16 @@ struct Results {
     return least_window_vs_ideal_ideal <= 0 ? -1
                                             : static_cast<double>(least_window_vs_ideal_admitted) /
                                                   static_cast<double>(least_window_vs_ideal_ideal);
+  }
+  // least_window_vs_ideal_rate_admitted / _ideal; -1 where no window
+  // counted. Never below least_window_vs_ideal() (each window against at
+  // most its own; none whose span around it runs past the traffic), and
+  // where the ideal admits the same in every window about equal to it.
+  double least_window_vs_ideal_rate() const {
+    return least_window_vs_ideal_rate_ideal <= 0
+               ? -1
+               : static_cast<double>(least_window_vs_ideal_rate_admitted) /
+                     least_window_vs_ideal_rate_ideal;
   }
 };
 

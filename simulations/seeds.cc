@@ -37,7 +37,7 @@ SeedRun seed_run(const Results& results) {
       .fewest_later_limits = in_limits(results.least_window_admitted),
       .ideal_fewest_later_limits = in_limits(results.ideal_least_window),
       .fewest_vs_ideal = results.least_window_vs_ideal(),
-      .fewest_vs_ideal_rate = results.least_window_vs_ideal_rate,
+      .fewest_vs_ideal_rate = results.least_window_vs_ideal_rate(),
   };
 }
 

@@ -800,15 +800,15 @@ class Simulation {
         return static_cast<double>(arrivals_prefix[from + w] - arrivals_prefix[from]) >=
                r_.limit_per_window();
       };
-      const double ideal_rate =
+      const double ideal_lower =
           demand_reached(around_from) && demand_reached(around_from + w)
-              ? static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) / 2
+              ? std::min(static_cast<double>(ideal_admitted),
+                         static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) /
+                             2)
               : static_cast<double>(ideal_admitted);
-      const double ideal_lower = std::min(static_cast<double>(ideal_admitted), ideal_rate);
-      if (ideal_lower > 0 &&
-          (r_.least_window_vs_ideal_rate < 0 ||
-           static_cast<double>(admitted) / ideal_lower < r_.least_window_vs_ideal_rate)) {
-        r_.least_window_vs_ideal_rate = static_cast<double>(admitted) / ideal_lower;
+      if (ideal_lower > 0 && (r_.least_window_vs_ideal_rate_ideal <= 0 ||
+                              static_cast<double>(admitted) / ideal_lower <
+                                  r_.least_window_vs_ideal_rate())) {
         r_.least_window_vs_ideal_rate_admitted = admitted;
         r_.least_window_vs_ideal_rate_ideal = ideal_lower;
         r_.least_window_vs_ideal_rate_at_us = at;
