@@ -802,13 +802,13 @@ class Simulation {
       };
       const double ideal_lower =
           demand_reached(around_from) && demand_reached(around_from + w)
-              ? std::min(static_cast<double>(ideal_admitted),
-                         static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) /
-                             2)
+              ? std::min(
+                    static_cast<double>(ideal_admitted),
+                    static_cast<double>(ideal_prefix[around_to] - ideal_prefix[around_from]) / 2)
               : static_cast<double>(ideal_admitted);
-      if (ideal_lower > 0 && (r_.least_window_vs_ideal_rate_ideal <= 0 ||
-                              static_cast<double>(admitted) / ideal_lower <
-                                  r_.least_window_vs_ideal_rate())) {
+      if (ideal_lower > 0 &&
+          (r_.least_window_vs_ideal_rate_ideal <= 0 ||
+           static_cast<double>(admitted) / ideal_lower < r_.least_window_vs_ideal_rate())) {
         r_.least_window_vs_ideal_rate_admitted = admitted;
         r_.least_window_vs_ideal_rate_ideal = ideal_lower;
         r_.least_window_vs_ideal_rate_at_us = at;
