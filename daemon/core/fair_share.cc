@@ -327,7 +327,13 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     const std::uint64_t spent_own = std::min(since(in.own_consumed, own_at_wake_), spent_all);
     shared = (at_wake << kFractionBits) + (in.refill_accrues ? 0 : refill);
     if (in.carry_burst_error) {
-      shared = std::max<i128>(0, shared - (i128{burst_carry_} << kFractionBits));
+      // An excess less what the algorithm holds back of it already (its
+      // own carry, in the headroom above); a shortfall whole.
+      const i128 carry =
+          burst_carry_ > 0
+              ? std::max<i128>(0, i128{burst_carry_} - std::max<std::int64_t>(0, in.algorithm_held))
+              : i128{burst_carry_};
+      shared = std::max<i128>(0, shared - (carry << kFractionBits));
       if (burst_pool_ < 0 || !pool_carries_) {
         burst_pool_ = static_cast<std::int64_t>(
             std::min<i128>(shared >> kFractionBits, std::numeric_limits<std::int64_t>::max()));

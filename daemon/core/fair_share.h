@@ -39,9 +39,10 @@
 // (docs/cluster.md, "Fair shares": "A log's burst in one epoch").
 // A log's burst error is carried (ShareInputs::carry_burst_error): what the
 // cluster consumed between two wakes beyond the pool this node shared at the
-// first of them is taken from the next burst's pool, and a shortfall added
-// to it where this node's share refused a request in that burst (room the
-// cluster left unspent while demand asked for it). Every node sees the same
+// first of them is taken from the next burst's pool (less what the log
+// itself holds back of it: ShareInputs::algorithm_held), and a shortfall
+// added to it where this node's share refused a request in that burst (room
+// the cluster left unspent while demand asked for it). Every node sees the same
 // consumption once the quiet spell's news has arrived, so a burst's rounding
 // no longer adds up over a run (docs/cluster.md, "A log's burst error,
 // carried").
@@ -173,6 +174,13 @@ struct ShareInputs {
   // With from_wake: take the last burst's error from the pool (above), and
   // note the pool shared, for the next wake.
   bool carry_burst_error = false;
+  // With carry_burst_error: what the algorithm itself holds back now, in the
+  // headroom, to repay an overshoot it carried (a sliding log's run's first
+  // period: SlidingLog::held_units). The part of the last burst's excess
+  // that it repays already; the burst error takes only the rest (the two
+  // together repaid a job's excess twice: docs/cluster.md, "A log's
+  // overshoot, repaid once").
+  std::int64_t algorithm_held = 0;
   // This node met many of the rule's keys new at once while it knew nothing
   // of how many nodes spend on them (the Limiter's RuleShares::
   // crowded_start): with at least kCrowdedNodes live nodes and a pool of

@@ -725,6 +725,11 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     } else if (algorithm == Algorithm::kSlidingLog && share.dense(now)) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;
+      // What the log holds back of its own carry, in the headroom: the
+      // burst error does not take it again (ShareInputs::algorithm_held).
+      if (in.carry_burst_error && !p.in_table && p.state != nullptr) {
+        in.algorithm_held = held_state(*p.state, algorithm_scratch_[p.scratch].effective, now);
+      }
     }
     in.from_wake = wake_end > 0;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;

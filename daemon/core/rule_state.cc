@@ -319,4 +319,14 @@ void note_refusal_state(RuleState& state, const AlgorithmParams& params, Refusal
   });
 }
 
+std::int64_t held_state(const RuleState& state, const AlgorithmParams& params, TimeUs now) {
+  return visit_algorithm<std::int64_t>(params, [&]<class A>(const typename A::Params& p) {
+    if constexpr (requires(const typename A::State& s) { A::held_units(s, p, now); }) {
+      return A::held_units(std::get<typename A::State>(state), p, now);
+    } else {
+      return std::int64_t{0};
+    }
+  });
+}
+
 }  // namespace rlimit::core

@@ -104,5 +104,8 @@ void charge_remote_state(RuleState& state, const AlgorithmParams& params, std::i
                          TimeUs at, TimeUs now);
 bool state_is_idle(const RuleState& state, const AlgorithmParams& params, TimeUs now);
 void note_refusal_state(RuleState& state, const AlgorithmParams& params, Refusal by, TimeUs now);
+// The units the algorithm holds back at `now` to repay an overshoot it
+// carries (a sliding log's held_units); 0 for an algorithm that carries none.
+std::int64_t held_state(const RuleState& state, const AlgorithmParams& params, TimeUs now);
 
 }  // namespace rlimit::core

@@ -680,7 +680,8 @@ TEST(FairShareTest, ADebtBeyondTheBalanceComesOutOfTheRefill) {
 // shared from its wake (it ended within kLogWakeHorizons + 1 horizons).
 TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
   const auto second_burst = [](std::uint64_t consumed, bool refused, TimeUs ended_after_us,
-                               bool carry = true, bool first_carries = true) {
+                               bool carry = true, bool first_carries = true,
+                               std::int64_t held = 0) {
     FairShare share;
     ShareInputs in{.headroom = 100, .others = 1, .has_own = true};
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
@@ -696,6 +697,8 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
     const TimeUs again = woke + kUsPerSecond;
     share.note_wake(consumed, consumed / 2, again, kHorizonUs, woke + ended_after_us);
     in.carry_burst_error = carry;
+    in.headroom = 100 - held;  // the algorithm holds `held` back (in the headroom)
+    in.algorithm_held = held;
     in.own_consumed = consumed / 2;
     in.all_consumed = consumed;
     in.epoch_end_us = again + FairShare::kLogWakeHorizons * kHorizonUs;
@@ -719,6 +722,14 @@ TEST(FairShareTest, ALogsBurstErrorIsCarriedIntoItsNextPool) {
   EXPECT_PRED2(near, second_burst(110, false, beyond), 50);
   // A shortfall is at most the pool: 0 consumed, refused, gives 100 more.
   EXPECT_PRED2(near, second_burst(0, true, kEnded), 100);
+  // What the algorithm holds back of the excess already (a sliding log's
+  // carried overshoot, in the headroom) is not taken again: of an excess of
+  // 10, 4 held leave 6 to carry, 10 or more held none; a shortfall is
+  // credited whole. (Taken again: 43, 40, 32.)
+  EXPECT_PRED2(near, second_burst(110, false, kEnded, true, true, 4), 45);   // (96 - 6) / 2
+  EXPECT_PRED2(near, second_burst(110, false, kEnded, true, true, 10), 45);  // 90 / 2
+  EXPECT_PRED2(near, second_burst(110, false, kEnded, true, true, 25), 37);  // 75 / 2, rounded
+  EXPECT_PRED2(near, second_burst(90, true, kEnded, true, true, 10), 50);    // (90 + 10) / 2
 }
 
 // A refill that accrues (the sliding window's) is spendable as the epoch

@@ -579,6 +579,24 @@ TEST(FairShareSimTest, APeriodicJobOn200NodesOnGcraCarriesItsColdStartsShortfall
   EXPECT_GT(r.core.share_credits_carried, 0u);
 }
 
+// The same job on a sliding log at 200 nodes over 120 s: each job's
+// overshoot was repaid twice, by the log's own carry (held in the next
+// run's window) and by the fair share's burst error taken from the next
+// job's pool, and a shortfall credited once: this seed -2.46% (seeds 1-4
+// -3.25..-1.67%), each overshoot followed by a shortfall about twice its
+// size. The burst error now leaves out what the log holds back of it
+// (docs/cluster.md, "A log's overshoot, repaid once"): -0.04% (seeds 1-8
+// -0.92..-0.04%). Over 60 s the noise of twelve jobs (each +-20%) still
+// takes some seeds beyond 1% (seed 2 -1.83%).
+TEST(FairShareSimTest, APeriodicJobOn200NodesOnASlidingLogRepaysItsOvershootOnce) {
+  const Results r =
+      run(shipped("periodic",
+                  {"cluster.nodes=200", "rule.0.algorithm=\"sliding_log\"", "duration=\"120s\""}),
+          1);
+  expect_windows(r, "periodic, sliding_log, 200 nodes, 120 s", 100);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
+}
+
 // A job on every node every 5 s (`periodic`) on a sliding window at 200
 // nodes: each job is a burst into an emptied window, whose overshoot the
 // window never repays. Its crowd's first requests are thinned there as on
