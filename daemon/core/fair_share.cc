@@ -317,7 +317,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // the wake's horizon, as every node's such epoch does.
   i128 shared = pool;
   i128 spent_since_wake = 0;
-  TimeUs end = now + view.horizon_us;
+  TimeUs end = in.epoch_end_us > now ? in.epoch_end_us : now + view.horizon_us;
   // The balance as it stood at the last wake: what is left plus what every
   // node spent since.
   const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);

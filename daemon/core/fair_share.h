@@ -168,7 +168,9 @@ struct ShareInputs {
   std::uint64_t dither_seed = 0;   // a hash of the key and the node
   // Share the pool as it stood when the key woke (wake_end_us() > now), and
   // end the epoch at `epoch_end_us`, the wake's horizon's end; `refill` is
-  // then what the algorithm frees by that end.
+  // then what the algorithm frees by that end. Without from_wake the epoch
+  // ends at `epoch_end_us` too where it is set (> now: a horizon on, or
+  // sooner where a log starts freeing, kLogEpochCutFrom), else a horizon on.
   bool from_wake = false;
   TimeUs epoch_end_us = 0;
   // With from_wake: take the last burst's error from the pool (above), and
@@ -346,6 +348,14 @@ class FairShare {
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;
+  // A sliding log's epoch ends where the log frees its first unit beyond
+  // the headroom, if that is 1/kLogEpochCutFrom of the epoch or more in,
+  // and shares only the room there is (the Limiter's choice: a log frees
+  // when its entries leave, and a share of what frees later, spent at
+  // once, overshot; docs/cluster.md, "A log's epoch ends where its room
+  // frees"). Not sooner: where entries leave all the time, every request
+  // would start an epoch.
+  static constexpr TimeUs kLogEpochCutFrom = 4;
 
   // True when the epoch ended: start_epoch before admits.
   bool due(TimeUs now) const { return now >= epoch_end_us_; }

@@ -747,23 +747,46 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // were spent: a log or a window frees what it admitted a period ago,
       // which need not come back at the average rate.
       const AlgorithmScratch& scratch = algorithm_scratch_[p.scratch];
-      const auto at_epoch_end = [&](std::int64_t cost) {
-        return p.in_table ? evaluate_cell(p.current(), scratch.effective, cost, in.epoch_end_us)
+      const auto evaluate_at = [&](std::int64_t cost, TimeUs at) {
+        return p.in_table ? evaluate_cell(p.current(), scratch.effective, cost, at)
                           : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
-                                           scratch.effective, cost, in.epoch_end_us);
+                                           scratch.effective, cost, at);
       };
-      const alg::Verdict later = at_epoch_end(input.cost);
-      const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
-      in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
-      if (keeps_refill_fraction(algorithm)) {
-        // And the fraction of the next unit they will have freed by then, as
-        // a token bucket's share holds its own: the wait for one unit more
-        // against the time a unit takes to free (a refused verdict; a
-        // bucket at its cap, or a shaper that would delay it, holds none).
-        const alg::Verdict next = at_epoch_end(headroom_later + 1);
-        if (!next.allowed) {
-          in.refill_fraction =
-              freed_fraction(next.retry_after_us, p.params.limit, p.params.period_us);
+      const auto at_epoch_end = [&](std::int64_t cost) {
+        return evaluate_at(cost, in.epoch_end_us);
+      };
+      // A log frees its room when its entries leave, at times the log knows,
+      // and each node's log refuses only beyond its own view's room: a share
+      // of what frees later in the epoch, spendable at once, let every node
+      // spend its part before it freed wherever its view held some room now
+      // (bursts every 300 ms at 200 nodes: later windows 1.71 x the limit,
+      // then silence). So where the log frees its first unit beyond the
+      // headroom a part of the epoch or more in (FairShare::kLogEpochCutFrom),
+      // the epoch ends there and shares the room there is; the next shares
+      // what freed (docs/cluster.md, "A log's epoch ends where its room
+      // frees").
+      bool cut = false;
+      if (algorithm == Algorithm::kSlidingLog) {
+        const alg::Verdict next = evaluate_at(std::max<std::int64_t>(1, headroom + 1), now);
+        const TimeUs frees_at = now + next.retry_after_us;
+        cut = !next.allowed && next.retry_after_us > 0 && frees_at < in.epoch_end_us &&
+              FairShare::kLogEpochCutFrom * next.retry_after_us >= in.epoch_end_us - now;
+        if (cut) in.epoch_end_us = frees_at;
+      }
+      if (!cut) {
+        const alg::Verdict later = at_epoch_end(input.cost);
+        const std::int64_t headroom_later = later.remaining + (later.allowed ? input.cost : 0);
+        in.refill = std::max<std::int64_t>(0, headroom_later - headroom);
+        if (keeps_refill_fraction(algorithm)) {
+          // And the fraction of the next unit they will have freed by then,
+          // as a token bucket's share holds its own: the wait for one unit
+          // more against the time a unit takes to free (a refused verdict; a
+          // bucket at its cap, or a shaper that would delay it, holds none).
+          const alg::Verdict next = at_epoch_end(headroom_later + 1);
+          if (!next.allowed) {
+            in.refill_fraction =
+                freed_fraction(next.retry_after_us, p.params.limit, p.params.period_us);
+          }
         }
       }
     }

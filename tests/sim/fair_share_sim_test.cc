@@ -74,6 +74,30 @@ TEST(FairShareSimTest, AlignedBurstsOnASlidingLogAt50And200Nodes) {
   expect_fair(early, "sliding_log, 200 nodes, 20 s", 100);
 }
 
+// Aligned bursts every 300 ms (100 ms on, 200 off) on a sliding log at 50
+// nodes: each burst's room frees as the entries of the burst a second
+// before leave, often late in the epoch, and a share of that room,
+// spendable at once, let every node whose view held some room spend its
+// part before it freed: +6.13% over the ideal, later windows 1.80 x the
+// limit and silent ones (0.00 x). An epoch now ends where the log starts
+// freeing (FairShare::kLogEpochCutFrom; docs/cluster.md, "A log's epoch
+// ends where its room frees"): +1.52%, 1.09 x, 0.68 of the ideal's rate at
+// the fewest. (The run stays above the ideal: one perfect log admits 100
+// every 1.2 s on this demand, its bursts in step with its window, and a
+// cluster whose admissions spread over the bursts may take up to 100 a
+// second within the limit.)
+TEST(FairShareSimTest, BurstsEvery300MsOnASlidingLogSpendRoomOnlyOnceItFrees) {
+  const Results r =
+      run(shipped("aligned", {"cluster.nodes=50", "duration=\"40s\"",
+                              "traffic.0.burst_off=\"200ms\"", "rule.0.algorithm=\"sliding_log\""}),
+          1);
+  const double limit = r.limit_per_window();
+  EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0);
+  EXPECT_LE(static_cast<double>(r.worst_window_admitted), 1.5 * limit);
+  EXPECT_GE(r.least_window_vs_ideal_rate(), 0.5);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.03);
+}
+
 // A sliding window at 200 nodes, over 40 s: within 1% of the ideal since it
 // is credited the room its shares refused (sliding_window.h, "Credit";
 // -1.17% before, seed 1; seeds 1-8 -0.82..-0.36% on 106de3e, docs/
