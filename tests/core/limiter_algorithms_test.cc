@@ -491,12 +491,6 @@ TEST(LimiterAlgorithmsTest, ASlidingWindowOwesItsOvershootAsOfItsLastRefusal) {
   }
 }
 
-// Each origin's entry carries its own age: a node that relays an older
-// peer's consumption beside newer news (its own, or another peer's) sends
-// the older one's age, not the newest's, so a receiving log frees its slots
-// when they were taken (docs/cluster.md, "The age of news"). With one age
-// per key they were logged late by the gap, and at 200 nodes the cluster's
-// admissions drifted to the end of aligned bursts (-1.74% over 60 s).
 // What an algorithm holds back of a carried overshoot, read through the
 // rule state (the fair share's burst error leaves it out: share_admits): a
 // sliding log's held units (SlidingLogTest: 11 of 8 in a run's first
@@ -517,6 +511,12 @@ TEST(LimiterAlgorithmsTest, HeldStateReadsWhatALogHoldsOfItsCarry) {
   EXPECT_EQ(held_state(window_state, AlgorithmParams{window}, 200'000), 0);
 }
 
+// Each origin's entry carries its own age: a node that relays an older
+// peer's consumption beside newer news (its own, or another peer's) sends
+// the older one's age, not the newest's, so a receiving log frees its slots
+// when they were taken (docs/cluster.md, "The age of news"). With one age
+// per key they were logged late by the gap, and at 200 nodes the cluster's
+// admissions drifted to the end of aligned bursts (-1.74% over 60 s).
 TEST(LimiterAlgorithmsTest, EachOriginsNewsCarriesItsOwnAge) {
   Limiter b = limiter_of({rule_of("r", Algorithm::kSlidingLog, 10, kSecond, 10)});
   b.enable_replication("b", 1, 0);
