@@ -760,13 +760,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // of what frees later in the epoch, spendable at once, let every node
       // spend its part before it freed wherever its view held some room now
       // (bursts every 300 ms at 200 nodes: later windows 1.71 x the limit,
-      // then silence). So where the log frees its first unit beyond the
-      // headroom a part of the epoch or more in (FairShare::kLogEpochCutFrom),
-      // the epoch ends there and shares the room there is; the next shares
-      // what freed (docs/cluster.md, "A log's epoch ends where its room
-      // frees").
+      // then silence). So where this node's demand on the key is dense and
+      // the log frees its first unit beyond the headroom a part of the epoch
+      // or more in (FairShare::kLogEpochCutFrom), the epoch ends there and
+      // shares the room there is; the next shares what freed (docs/
+      // cluster.md, "A log's epoch ends where its room frees"). Not where it
+      // is sparse: each cut epoch gave a node one more sparse pass
+      // (`algo_sliding_log`, seeds 1-8: +0.01% -> +0.23% mean).
       bool cut = false;
-      if (algorithm == Algorithm::kSlidingLog) {
+      if (algorithm == Algorithm::kSlidingLog && share.dense(now)) {
         const alg::Verdict next = evaluate_at(std::max<std::int64_t>(1, headroom + 1), now);
         const TimeUs frees_at = now + next.retry_after_us;
         cut = !next.allowed && next.retry_after_us > 0 && frees_at < in.epoch_end_us &&

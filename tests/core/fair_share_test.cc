@@ -1509,29 +1509,35 @@ TEST(LimiterShareLogTest, ADenseBurstOnALogSharesTheWakesPoolOverTwoHorizons) {
 // for this node alone: at a node whose view holds room now, a share of what
 // frees later in the epoch was spendable at once, and 200 nodes, each
 // within its view's room, spent it before it freed (bursts every 300 ms at
-// 200 nodes: later windows 1.71 x the limit, then silence). An epoch ends
-// where the log starts freeing, if that is a quarter of the way or more
-// into it; the next shares what freed (docs/cluster.md, "A log's epoch
-// ends where its room frees").
+// 200 nodes: later windows 1.71 x the limit, then silence). Where demand
+// is dense, an epoch ends where the log starts freeing, if that is a
+// quarter of the way or more into it; the next shares what freed
+// (docs/cluster.md, "A log's epoch ends where its room frees").
 TEST(LimiterShareLogTest, ALogsEpochEndsWhereItsRoomStartsToFree) {
   const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kSlidingLog);
   const std::string key = key_after_nine_peers(*limiter);  // 9 units at kStart
-  limiter->merge_remote(key, "peer1", 5, 941, kStart);     // 940 more: 949 in all
+  // Dense demand here (kDenseRequests in one epoch: a burst, not a user's
+  // request now and then, whose epochs are not cut).
+  for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) {
+    ASSERT_TRUE(check_search(*limiter, kStart + 1).allowed);
+  }
+  limiter->merge_remote(key, "peer1", 5, 935, kStart);  // 934 more: 949 in all
   // 50 ms before they leave (half a horizon): room for 51 in this view.
   const TimeUs before = kStart + kUsPerSecond - kHorizonUs / 2;
   const std::uint64_t epochs = limiter->stats().share_epochs;
   int admitted_before = 0;
   for (int i = 0; i < 200; ++i) admitted_before += check_search(*limiter, before).allowed ? 1 : 0;
-  // A tenth (the key's first epoch here: ten spenders, weighed alike) of
-  // the 51 there are now; of the 1,000 there will be, the log's 51.
-  EXPECT_LE(admitted_before, 6);
+  // This node's weight is about 1/55 (its 6 of 940 spent since the first
+  // epoch, an eighth shared among ten): of the 51 there are now, at most
+  // one and the dither; of the 1,000 there will be, 18.
+  EXPECT_LE(admitted_before, 2);
   EXPECT_EQ(limiter->stats().share_epochs, epochs + 1);
   // Once they have left, the next epoch shares them.
   int admitted_after = 0;
   for (int i = 0; i < 200; ++i) {
     admitted_after += check_search(*limiter, kStart + kUsPerSecond + 1).allowed ? 1 : 0;
   }
-  EXPECT_GE(admitted_after, 50);
+  EXPECT_GE(admitted_after, 10);
   EXPECT_EQ(limiter->stats().share_epochs, epochs + 2);
 }
 
