@@ -317,7 +317,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // the wake's horizon, as every node's such epoch does.
   i128 shared = pool;
   i128 spent_since_wake = 0;
-  TimeUs end = in.epoch_end_us > now ? in.epoch_end_us : now + view.horizon_us;
+  // Where the Limiter set the epoch's end (the wake's horizon's, a log's
+  // cut), there; else a horizon on.
+  const TimeUs end = in.epoch_end_us > now ? in.epoch_end_us : now + view.horizon_us;
   // The balance as it stood at the last wake: what is left plus what every
   // node spent since.
   const std::uint64_t spent_all = since(in.all_consumed, all_at_wake_);
@@ -329,10 +331,10 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     if (in.carry_burst_error) {
       // An excess less what the algorithm holds back of it already (its
       // own carry, in the headroom above); a shortfall whole.
-      const i128 carry =
-          burst_carry_ > 0
-              ? std::max<i128>(0, i128{burst_carry_} - std::max<std::int64_t>(0, in.algorithm_held))
-              : i128{burst_carry_};
+      assert(in.algorithm_held >= 0);
+      const i128 carry = burst_carry_ > 0
+                             ? std::max<i128>(0, i128{burst_carry_} - in.algorithm_held)
+                             : i128{burst_carry_};
       shared = std::max<i128>(0, shared - (carry << kFractionBits));
       if (burst_pool_ < 0 || !pool_carries_) {
         burst_pool_ = static_cast<std::int64_t>(
@@ -341,7 +343,6 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
       }
     }
     spent_since_wake = i128(spent_own) << kFractionBits;
-    end = in.epoch_end_us;
   }
   if (burst_pool_ < 0 && woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
     // The first epoch within a horizon of the wake notes the pool as it

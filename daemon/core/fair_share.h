@@ -356,7 +356,7 @@ class FairShare {
   // once, overshot; docs/cluster.md, "A log's epoch ends where its room
   // frees"). Not sooner: where entries leave all the time, every request
   // would start an epoch.
-  static constexpr TimeUs kLogEpochCutFrom = 4;
+  static constexpr std::int64_t kLogEpochCutFrom = 4;
 
   // True when the epoch ended: start_epoch before admits.
   bool due(TimeUs now) const { return now >= epoch_end_us_; }

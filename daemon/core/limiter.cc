@@ -720,9 +720,10 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // (docs/cluster.md, "A log's burst in one epoch"), less what the burst
     // before consumed beyond its pool ("A log's burst error, carried").
     TimeUs wake_end = 0;
+    const bool dense_log = algorithm == Algorithm::kSlidingLog && share.dense(now);
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
-    } else if (algorithm == Algorithm::kSlidingLog && share.dense(now)) {
+    } else if (dense_log) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;
       // What the log holds back of its own carry, in the headroom: the
@@ -768,12 +769,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // is sparse: each cut epoch gave a node one more sparse pass
       // (`algo_sliding_log`, seeds 1-8: +0.01% -> +0.23% mean).
       bool cut = false;
-      if (algorithm == Algorithm::kSlidingLog && share.dense(now)) {
+      if (dense_log) {
         const alg::Verdict next = evaluate_at(std::max<std::int64_t>(1, headroom + 1), now);
         const TimeUs frees_at = now + next.retry_after_us;
         cut = !next.allowed && next.retry_after_us > 0 && frees_at < in.epoch_end_us &&
               FairShare::kLogEpochCutFrom * next.retry_after_us >= in.epoch_end_us - now;
-        if (cut) in.epoch_end_us = frees_at;
+        if (cut) {
+          in.epoch_end_us = frees_at;
+          ++stats_.share_log_epochs_cut;
+        }
       }
       if (!cut) {
         const alg::Verdict later = at_epoch_end(input.cost);

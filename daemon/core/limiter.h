@@ -187,6 +187,9 @@ struct LimiterStats {
   std::uint64_t share_probes = 0;     // of those, probes of a key new here
   std::uint64_t share_untracked = 0;  // checks not gated: the ledger held max_keys
   std::uint64_t share_wake_epochs = 0;  // of the epochs, those sharing a burst's pool at its wake
+  // Of the epochs, a sliding log's ended where its room starts to free
+  // (FairShare::kLogEpochCutFrom): sharing no refill.
+  std::uint64_t share_log_epochs_cut = 0;
   // Of the epochs, those that found a key crowded (FairShare::kCrowdedOrigins)
   // and made demand on it dense; the ledger counts the crowded bursts.
   std::uint64_t share_crowded_epochs = 0;

@@ -76,6 +76,8 @@ const StatusMetric kStatusMetrics[] = {
             "Checks not gated by a fair share because the ledger held max_keys."),
     counter("rlimit_share_wake_epochs_total",
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
+    counter("rlimit_share_log_epochs_cut_total",
+            "Fair share epochs of a sliding log that ended where its room starts to free."),
     labelled("rlimit_share_crowded_total", kCounter,
              "Fair shares that found a key crowded and made demand on it dense, by what showed "
              "it: at least as many origins spending at about the same time as the pool holds (at "
@@ -378,8 +380,8 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
-    "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded", "share_asks",
-    "share_crowds_told", "share_idle_raise_capped", "share_debts_carried",
+    "share_log_epochs_cut", "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded",
+    "share_asks", "share_crowds_told", "share_idle_raise_capped", "share_debts_carried",
     "share_debt_carried_units", "share_debts_capped", "share_credits_carried",
     "share_credit_carried_units", "share_passes_thinned",
     // ShellCounters

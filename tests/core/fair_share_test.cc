@@ -1532,6 +1532,7 @@ TEST(LimiterShareLogTest, ALogsEpochEndsWhereItsRoomStartsToFree) {
   // one and the dither; of the 1,000 there will be, 18.
   EXPECT_LE(admitted_before, 2);
   EXPECT_EQ(limiter->stats().share_epochs, epochs + 1);
+  EXPECT_EQ(limiter->stats().share_log_epochs_cut, 1u);
   // Once they have left, the next epoch shares them.
   int admitted_after = 0;
   for (int i = 0; i < 200; ++i) {
