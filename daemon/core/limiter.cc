@@ -719,8 +719,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // pool and ends with them
     // (docs/cluster.md, "A log's burst in one epoch"), less what the burst
     // before consumed beyond its pool ("A log's burst error, carried").
+    // And where it is one of a crowd of single requests (many nodes, each
+    // asking a request or so of each burst: thin at each node, a burst in
+    // all), whose shares, each a chance, spent 88-92% of each burst's room
+    // with no burst error to credit the rest (`coldkeys` at 200 nodes, seed
+    // 1: -7.29% -> -3.08% over 60 s; docs/cluster.md, "A crowd of single
+    // requests").
     TimeUs wake_end = 0;
-    const bool dense_log = algorithm == Algorithm::kSlidingLog && share.dense(now);
+    const bool dense_log =
+        algorithm == Algorithm::kSlidingLog && (share.dense(now) || share.single_in_crowd());
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
     } else if (dense_log) {

@@ -1085,6 +1085,29 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
   EXPECT_EQ(admitted(FairShare::kCrowdedNodes, 40, 20, 20, 0, false, 100), 0);
 }
 
+// One of a crowd of single requests: a crowd's first requests thinned here
+// (kCrowdedNodes live nodes, kDenseRequests origins in one burst), and at
+// most kSingleInCrowdMostAsked requests asked in the last burst this node
+// asked in. Not a node asking two (it spends a share of its own), nor one
+// among too few nodes for a crowd.
+TEST(FairShareTest, ACrowdOfSingleRequestsIsTold) {
+  const auto single = [](std::uint32_t live, int asked_last_burst) {
+    FairShare share;
+    ShareInputs in = crowd_inputs(1, 10, 20, 20, 20);
+    in.has_own = true;
+    share.start_epoch(view_of(live), in, kStart);
+    // A burst this node asked in, ended by a wake after an idle spell.
+    for (int i = 0; i < asked_last_burst; ++i) share.count(kStart + 1);
+    const TimeUs at = kStart + 100 * kHorizonUs;
+    share.note_wake(0, 0, at, kHorizonUs, at - (FairShare::kIdleSpellHorizons + 1) * kHorizonUs);
+    return share.single_in_crowd();
+  };
+  EXPECT_TRUE(single(200, 1));
+  EXPECT_TRUE(single(200, 0));  // asked in no burst yet
+  EXPECT_FALSE(single(200, static_cast<int>(FairShare::kSingleInCrowdMostAsked) + 1));
+  EXPECT_FALSE(single(FairShare::kCrowdedNodes - 1, 1));
+}
+
 // A request beyond the share and the crowd's chance is refused, and counted
 // as a thinned pass; where the algorithm repays an overshoot, a kept pass
 // holds though this node's demand on the key is dense (its share alone is
