@@ -355,10 +355,11 @@ class FairShare {
   // How many news horizons after a key's wake a sliding log's epoch shares
   // the wake's pool (the Limiter's choice; the other algorithms: one).
   static constexpr int kLogWakeHorizons = 2;
-  // A sliding log's epoch, where this node's demand on the key is dense,
-  // ends where the log frees its first unit beyond the headroom, if that is
-  // 1/kLogEpochCutFrom of the epoch or more in,
-  // and shares only the room there is (the Limiter's choice: a log frees
+  // A sliding log's epoch, where this node's demand on the key is a
+  // burst's (dense, or one of a crowd of single requests), ends where the
+  // log frees its first unit beyond the headroom, if that is
+  // 1/kLogEpochCutFrom of the epoch or more in, and shares only the room
+  // there is (the Limiter's choice: a log frees
   // when its entries leave, and a share of what frees later, spent at
   // once, overshot; docs/cluster.md, "A log's epoch ends where its room
   // frees"). Not sooner: where entries leave all the time, every request

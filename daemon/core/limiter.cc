@@ -726,11 +726,12 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // 1: -7.29% -> -3.08% over 60 s; docs/cluster.md, "A crowd of single
     // requests").
     TimeUs wake_end = 0;
-    const bool dense_log =
+    // A log whose demand here is a burst's, in either way.
+    const bool log_in_burst =
         algorithm == Algorithm::kSlidingLog && (share.dense(now) || share.single_in_crowd());
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
-    } else if (dense_log) {
+    } else if (log_in_burst) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;
       // What the log holds back of its own carry, in the headroom: the
@@ -768,15 +769,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // of what frees later in the epoch, spendable at once, let every node
       // spend its part before it freed wherever its view held some room now
       // (bursts every 300 ms at 200 nodes: later windows 1.71 x the limit,
-      // then silence). So where this node's demand on the key is dense and
-      // the log frees its first unit beyond the headroom a part of the epoch
-      // or more in (FairShare::kLogEpochCutFrom), the epoch ends there and
-      // shares the room there is; the next shares what freed (docs/
-      // cluster.md, "A log's epoch ends where its room frees"). Not where it
-      // is sparse: each cut epoch gave a node one more sparse pass
-      // (`algo_sliding_log`, seeds 1-8: +0.01% -> +0.23% mean).
+      // then silence). So where this node's demand on the key is a burst's
+      // (log_in_burst) and the log frees its first unit beyond the headroom
+      // a part of the epoch or more in (FairShare::kLogEpochCutFrom), the
+      // epoch ends there and shares the room there is; the next shares what
+      // freed (docs/cluster.md, "A log's epoch ends where its room frees").
+      // Not where it is sparse: each cut epoch gave a node one more sparse
+      // pass (`algo_sliding_log`, seeds 1-8: +0.01% -> +0.23% mean).
       bool cut = false;
-      if (dense_log) {
+      if (log_in_burst) {
         const alg::Verdict next = evaluate_at(std::max<std::int64_t>(1, headroom + 1), now);
         const TimeUs frees_at = now + next.retry_after_us;
         cut = !next.allowed && next.retry_after_us > 0 && frees_at < in.epoch_end_us &&
