@@ -97,6 +97,10 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: log epochs cut", std::to_string(c.share_log_epochs_cut),
         "(a sliding log's epochs ended where its room starts to free)");
   }
+  if (c.share_single_crowd_epochs > 0) {
+    row(out, "fair shares: log crowd of singles", std::to_string(c.share_single_crowd_epochs),
+        "(a sliding log's epochs sharing the wake's pool, one of a crowd of single requests)");
+  }
   if (c.share_crowded_epochs + c.share_crowded_bursts + c.share_crowded_starts > 0) {
     row(out, "fair shares: crowded by origins / bursts / new keys",
         std::to_string(c.share_crowded_epochs) + " / " + std::to_string(c.share_crowded_bursts) +
@@ -453,6 +457,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_refused\": " << c.share_refused << ", \"share_probes\": " << c.share_probes
       << ", \"share_wake_epochs\": " << c.share_wake_epochs
       << ", \"share_log_epochs_cut\": " << c.share_log_epochs_cut
+      << ", \"share_single_crowd_epochs\": " << c.share_single_crowd_epochs
       << ", \"share_crowded_epochs\": " << c.share_crowded_epochs
       << ", \"share_crowded_bursts\": " << c.share_crowded_bursts
       << ", \"share_crowded_starts\": " << c.share_crowded_starts

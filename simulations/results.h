@@ -59,6 +59,7 @@ struct CoreTotals {
   std::uint64_t share_probes = 0;      // keys new to a node, probed
   std::uint64_t share_wake_epochs = 0;  // epochs sharing a burst's pool at the key's wake
   std::uint64_t share_log_epochs_cut = 0;  // a log's epochs ended where its room starts to free
+  std::uint64_t share_single_crowd_epochs = 0;  // a log's epochs from the wake, one of a crowd
   std::uint64_t share_crowded_epochs = 0;  // epochs that found a key crowded by its origins
   std::uint64_t share_crowded_bursts = 0;  // wakes that found the burst before crowded
   std::uint64_t share_straggler_wakes = 0;  // wakes that kept a debt or credit past a straggler

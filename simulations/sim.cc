@@ -276,6 +276,7 @@ class Simulation {
     t.share_probes += l.share_probes;
     t.share_wake_epochs += l.share_wake_epochs;
     t.share_log_epochs_cut += l.share_log_epochs_cut;
+    t.share_single_crowd_epochs += l.share_single_crowd_epochs;
     t.share_crowded_epochs += l.share_crowded_epochs;
     t.share_crowded_bursts += node.limiter->ledger().crowded_bursts();
     t.share_straggler_wakes += node.limiter->ledger().straggler_wakes();

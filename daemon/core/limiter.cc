@@ -727,8 +727,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // requests").
     TimeUs wake_end = 0;
     // A log whose demand here is a burst's, in either way.
-    const bool log_in_burst =
-        algorithm == Algorithm::kSlidingLog && (share.dense(now) || share.single_in_crowd());
+    const bool log = algorithm == Algorithm::kSlidingLog;
+    const bool single_in_crowd = log && !share.dense(now) && share.single_in_crowd();
+    const bool log_in_burst = log && (share.dense(now) || single_in_crowd);
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
     } else if (log_in_burst) {
@@ -741,6 +742,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       }
     }
     in.from_wake = wake_end > 0;
+    if (single_in_crowd && in.from_wake) ++stats_.share_single_crowd_epochs;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
     if (p.token_bucket) {
       // With the fraction of a token the bucket holds and the one the epoch

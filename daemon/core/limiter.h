@@ -190,6 +190,10 @@ struct LimiterStats {
   // Of the epochs, a sliding log's ended where its room starts to free
   // (FairShare::kLogEpochCutFrom): sharing no refill.
   std::uint64_t share_log_epochs_cut = 0;
+  // Of the epochs, a sliding log's that shared the wake's pool as one of a
+  // crowd of single requests (FairShare::single_in_crowd) where its own
+  // demand was not dense: docs/cluster.md, "A crowd of single requests".
+  std::uint64_t share_single_crowd_epochs = 0;
   // Of the epochs, those that found a key crowded (FairShare::kCrowdedOrigins)
   // and made demand on it dense; the ledger counts the crowded bursts.
   std::uint64_t share_crowded_epochs = 0;

@@ -78,6 +78,9 @@ const StatusMetric kStatusMetrics[] = {
             "Fair share epochs that shared a burst's pool as it stood at the key's wake."),
     counter("rlimit_share_log_epochs_cut_total",
             "Fair share epochs of a sliding log that ended where its room starts to free."),
+    counter("rlimit_share_single_crowd_epochs_total",
+            "Fair share epochs of a sliding log that shared the wake's pool as one of a crowd of "
+            "single requests."),
     labelled("rlimit_share_crowded_total", kCounter,
              "Fair shares that found a key crowded and made demand on it dense, by what showed "
              "it: at least as many origins spending at about the same time as the pool holds (at "
@@ -380,10 +383,11 @@ constexpr std::string_view kStatusNames[] = {
     "remote_increases", "remote_tokens_charged", "remote_unknown_keys", "remote_charges_dropped",
     "counter_keys_forgotten", "balances_raised", "balance_tokens_raised", "balance_offers_refused",
     "share_refused", "share_epochs", "share_probes", "share_untracked", "share_wake_epochs",
-    "share_log_epochs_cut", "share_crowded_epochs", "share_crowded_starts", "share_keys_crowded",
-    "share_asks", "share_crowds_told", "share_idle_raise_capped", "share_debts_carried",
-    "share_debt_carried_units", "share_debts_capped", "share_credits_carried",
-    "share_credit_carried_units", "share_passes_thinned",
+    "share_log_epochs_cut", "share_single_crowd_epochs", "share_crowded_epochs",
+    "share_crowded_starts", "share_keys_crowded", "share_asks", "share_crowds_told",
+    "share_idle_raise_capped", "share_debts_carried", "share_debt_carried_units",
+    "share_debts_capped", "share_credits_carried", "share_credit_carried_units",
+    "share_passes_thinned",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

@@ -50,7 +50,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 44 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 45 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -84,6 +84,7 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("share_untracked"), s.share_untracked);
   f(std::string_view("share_wake_epochs"), s.share_wake_epochs);
   f(std::string_view("share_log_epochs_cut"), s.share_log_epochs_cut);
+  f(std::string_view("share_single_crowd_epochs"), s.share_single_crowd_epochs);
   f(std::string_view("share_crowded_epochs"), s.share_crowded_epochs);
   f(std::string_view("share_crowded_starts"), s.share_crowded_starts);
   f(std::string_view("share_keys_crowded"), s.share_keys_crowded);

@@ -110,6 +110,7 @@ TEST(FairShareSimTest, ManyKeysOnASlidingLogAt200NodesSpendTheirRoom) {
                         1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.03);
   EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * r.limit_per_window());
+  EXPECT_GT(r.core.share_single_crowd_epochs, 0u);  // the crowd of single requests' path
 }
 
 // A sliding window at 200 nodes, over 40 s: within 1% of the ideal since it
