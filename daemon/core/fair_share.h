@@ -164,6 +164,14 @@ struct ShareInputs {
   // burst's overshoot stays one (the Limiter's remembers_when; a log
   // carries only its runs' first periods', SlidingLog).
   bool repays_overshoot = true;
+  // A crowd's chance counts the nodes that ask (a sliding log's: the
+  // Limiter's choice): where this node asked at most kSingleInCrowdMostAsked
+  // requests of the last burst it asked in, the crowd its first request is
+  // thinned by is the live nodes times the part of the key's bursts it asked
+  // in (or the recent origins, if more), not every live node at a new burst
+  // nor every origin ever seen (start_epoch; docs/cluster.md, "A crowd of
+  // single requests, as many as ask").
+  bool crowd_of_askers = false;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;   // a hash of the key and the node

@@ -1253,6 +1253,56 @@ TEST(FairShareTest, WithoutADebtEveryNodeCountsEveryLiveNodeAtANewBurst) {
   EXPECT_EQ(known_then_asked(false, true, 1), 1000);  // no crowd in one burst: kept
 }
 
+// A sliding log's crowd of single requests counts the nodes that ask: a node
+// that asked one request in one of every `every` bursts counts about the live
+// nodes over `every` in the crowd at a new burst, not every live node; one
+// that asked two in its last burst, or whose algorithm is not told to
+// (ShareInputs::crowd_of_askers), still counts every live node.
+TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
+  constexpr std::int64_t kPool = 10;
+  constexpr std::uint32_t kLive = 200;
+  constexpr TimeUs kApartUs = (FairShare::kIdleSpellHorizons + 1) * kHorizonUs;
+  const TimeUs later = kStart + 100 * kApartUs;
+  const auto kept = [&](bool of_askers, int every, int asked_last_burst) {
+    return admitted_of([&](std::uint64_t node) {
+      FairShare share;
+      ShareInputs first = crowd_inputs(node, kPool, 20, 1, 1);
+      first.has_own = true;
+      share.start_epoch(view_of(kLive), first, kStart);
+      // 20 bursts, each ended by a wake after an idle spell; this node asked
+      // in one of every `every` (an epoch, then its requests), the last of
+      // them included.
+      for (int i = 20; i >= 1; --i) {
+        const TimeUs at = later - i * kApartUs;
+        if (i % every == 1 % every) {
+          share.start_epoch(view_of(kLive), first, at - kApartUs / 2);
+          for (int k = 0; k < (i == 1 ? asked_last_burst : 1); ++k) share.count(at - kApartUs / 2);
+        }
+        share.note_wake(0, 0, at, kHorizonUs, at - kApartUs);
+      }
+      ShareInputs in = crowd_inputs(node, kPool, 20, 6, 6);
+      in.has_own = true;
+      in.all_consumed = 100;  // by others since the mark: a share of the eighth alone
+      in.new_burst = true;
+      in.repays_overshoot = false;
+      in.crowd_of_askers = of_askers;
+      share.start_epoch(view_of(kLive), in, later);
+      return share.ask(kPool + 1, later);
+    });
+  };
+  // Beyond the share (1/160 of the pool, 1/16 of a request): only a kept
+  // pass admits it. Over every live node, 1 in 20, none is kept; over the
+  // nodes that ask, about a quarter of them where it asked in one burst of
+  // four (its part of the bursts, a running average over about 8, stands
+  // at 23/63 after a burst it asked in): 10 over 73 nodes, a chance of
+  // 0.137, topped up from the share's 1/16, (0.137 - 1/16) / (15/16): about
+  // 79 of 1000.
+  EXPECT_EQ(kept(false, 4, 1), 0);
+  EXPECT_NEAR(kept(true, 4, 1), 79, 30);
+  EXPECT_EQ(kept(true, 1, 1), 0);  // asked in every burst: every live node asks
+  EXPECT_EQ(kept(true, 4, 2), 0);  // asked two in its last burst: every live node
+}
+
 // Requests after an epoch's end (the algorithm refused them, so no epoch
 // started) count towards density per span of the epoch's length: as many in
 // one such span make demand dense, one per span over a long refusal do not.
