@@ -1254,10 +1254,11 @@ TEST(FairShareTest, WithoutADebtEveryNodeCountsEveryLiveNodeAtANewBurst) {
 }
 
 // A sliding log's crowd of single requests counts the nodes that ask: a node
-// that asked one request in one of every `every` bursts counts about the live
-// nodes over `every` in the crowd at a new burst, not every live node; one
-// that asked two in its last burst, or whose algorithm is not told to
-// (ShareInputs::crowd_of_askers), still counts every live node.
+// that asked one request in one of every `every` bursts counts the live nodes
+// times the part of the bursts it asked in (a running average) in the crowd
+// at a new burst, not every live node; one that asked two in its last burst,
+// or whose algorithm is not told to (ShareInputs::crowd_of_askers), still
+// counts every live node.
 TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
   constexpr std::int64_t kPool = 10;
   constexpr std::uint32_t kLive = 200;
@@ -1292,9 +1293,9 @@ TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
   };
   // Beyond the share (1/160 of the pool, 1/16 of a request): only a kept
   // pass admits it. Over every live node, 1 in 20, none is kept; over the
-  // nodes that ask, about a quarter of them where it asked in one burst of
-  // four (its part of the bursts, a running average over about 8, stands
-  // at 23/63 after a burst it asked in): 10 over 73 nodes, a chance of
+  // nodes that ask, where it asked in one burst of four (its part of the
+  // bursts, a running average over about 8, stands at 23/63 right after a
+  // burst it asked in): 10 over 73 nodes, a chance of
   // 0.137, topped up from the share's 1/16, (0.137 - 1/16) / (15/16): about
   // 79 of 1000.
   EXPECT_EQ(kept(false, 4, 1), 0);
