@@ -435,7 +435,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     crowd_thinned_ = true;
     const bool meets_new_burst = in.new_burst && (now < young_until_us_ || !in.repays_overshoot);
     const std::int64_t asked_crowd = n * asked_wakes_x63_ / 63;
-    // A sliding log's crowd of single requests (ShareInputs::crowd_of_askers):
+    // A sliding log's or window's crowd of single requests
+    // (ShareInputs::crowd_of_askers):
     // about as many nodes ask as the live nodes times the part of the
     // bursts this node asked in, each a request or so, and the pool over
     // them is each one's chance. Over every live node (a new burst) or

@@ -164,8 +164,8 @@ struct ShareInputs {
   // burst's overshoot stays one (the Limiter's remembers_when; a log
   // carries only its runs' first periods', SlidingLog).
   bool repays_overshoot = true;
-  // A crowd's chance counts the nodes that ask (a sliding log's: the
-  // Limiter's choice): where this node asked at most kSingleInCrowdMostAsked
+  // A crowd's chance counts the nodes that ask (a sliding log's or window's:
+  // the Limiter's choice): where this node asked at most kSingleInCrowdMostAsked
   // requests of the last burst it asked in, the crowd its first request is
   // thinned by is the live nodes times the part of the key's bursts it asked
   // in (or the recent origins, if more), not every live node at a new burst
