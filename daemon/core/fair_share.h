@@ -164,14 +164,16 @@ struct ShareInputs {
   // burst's overshoot stays one (the Limiter's remembers_when; a log
   // carries only its runs' first periods', SlidingLog).
   bool repays_overshoot = true;
-  // A crowd's chance counts the nodes that ask (a sliding log's or window's:
-  // the Limiter's choice): where this node asked at most kSingleInCrowdMostAsked
-  // requests of the last burst it asked in, the crowd its first request is
-  // thinned by is the live nodes times the part of the key's bursts it asked
-  // in (or the recent origins, if more), not every live node at a new burst
-  // nor every origin ever seen (start_epoch; docs/cluster.md, "A crowd of
-  // single requests, as many as ask").
-  bool crowd_of_askers = false;
+  // A crowd's chance counts the nodes that ask (the Limiter's choice: a
+  // sliding log's single askers, a sliding window's every asker): where it
+  // does, the crowd a node's first request is thinned by is the live nodes
+  // times the part of the key's bursts it asked in (or the recent origins,
+  // if more), not every live node at a new burst nor every origin ever seen
+  // (start_epoch; docs/cluster.md, "A crowd of single requests, as many as
+  // ask"). kSingleAskers: only where this node asked at most
+  // kSingleInCrowdMostAsked requests of the last burst it asked in.
+  enum class CrowdOfAskers : std::uint8_t { kNone, kSingleAskers, kEveryAsker };
+  CrowdOfAskers crowd_of_askers = CrowdOfAskers::kNone;
   std::uint64_t own_consumed = 0;  // this node's entries (every incarnation)
   std::uint64_t all_consumed = 0;  // every entry's sum
   std::uint64_t dither_seed = 0;   // a hash of the key and the node

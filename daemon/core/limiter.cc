@@ -840,12 +840,15 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // every origin with an entry).
     in.new_burst = ledger_.quiet(state, now);
     in.repays_overshoot = repays;
-    // Where an overshoot stays one (a sliding log or window), a crowd of
-    // single requests counts the nodes that ask (`coldkeys` at 200 nodes
-    // over 60 s, seed 1: the log -3.08% -> +0.67%, the window -1.83% ->
-    // -1.07%; docs/cluster.md, "A crowd of single requests, as many as
-    // ask").
-    in.crowd_of_askers = !repays;
+    // Where an overshoot stays one (a sliding log or window), a crowd counts
+    // the nodes that ask: a log's single askers, a window's every asker
+    // (`coldkeys` at 200 nodes over 60 s, seed 1: the log -3.08% -> +0.67%,
+    // the window -1.83% -> -0.96%; docs/cluster.md, "A crowd of single
+    // requests, as many as ask").
+    using Askers = ShareInputs::CrowdOfAskers;
+    in.crowd_of_askers = algorithm == Algorithm::kSlidingLog      ? Askers::kSingleAskers
+                         : algorithm == Algorithm::kSlidingWindow ? Askers::kEveryAsker
+                                                                  : Askers::kNone;
     TimeUs woke_us = share.wake_end_us(share_view_, now) > 0 ? share.woke_us() : 0;
     if (!repays && !in.new_burst) {
       // Where an overshoot stays one, a burst is new to this epoch while it

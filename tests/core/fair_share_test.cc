@@ -1258,13 +1258,15 @@ TEST(FairShareTest, WithoutADebtEveryNodeCountsEveryLiveNodeAtANewBurst) {
 // times the part of the bursts it asked in (a running average) in the crowd
 // at a new burst, not every live node; one that asked two in its last burst,
 // or whose algorithm is not told to (ShareInputs::crowd_of_askers), still
-// counts every live node.
+// counts every live node; where every asker is told (a sliding window), the
+// one that asked two counts the askers too.
 TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
   constexpr std::int64_t kPool = 10;
   constexpr std::uint32_t kLive = 200;
   constexpr TimeUs kApartUs = (FairShare::kIdleSpellHorizons + 1) * kHorizonUs;
   const TimeUs later = kStart + 100 * kApartUs;
-  const auto kept = [&](bool of_askers, int every, int asked_last_burst) {
+  using Askers = ShareInputs::CrowdOfAskers;
+  const auto kept = [&](Askers of_askers, int every, int asked_last_burst) {
     return admitted_of([&](std::uint64_t node) {
       FairShare share;
       ShareInputs first = crowd_inputs(node, kPool, 20, 1, 1);
@@ -1298,10 +1300,12 @@ TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
   // burst it asked in): 10 over 73 nodes, a chance of
   // 0.137, topped up from the share's 1/16, (0.137 - 1/16) / (15/16): about
   // 79 of 1000.
-  EXPECT_EQ(kept(false, 4, 1), 0);
-  EXPECT_NEAR(kept(true, 4, 1), 79, 30);
-  EXPECT_EQ(kept(true, 1, 1), 0);  // asked in every burst: every live node asks
-  EXPECT_EQ(kept(true, 4, 2), 0);  // asked two in its last burst: every live node
+  EXPECT_EQ(kept(Askers::kNone, 4, 1), 0);
+  EXPECT_NEAR(kept(Askers::kSingleAskers, 4, 1), 79, 30);
+  EXPECT_EQ(kept(Askers::kSingleAskers, 1, 1), 0);  // asked in every burst: every live node asks
+  EXPECT_EQ(kept(Askers::kSingleAskers, 4, 2), 0);  // asked two in its last burst: every live node
+  // A window's every asker (kEveryAsker): two in its last burst too.
+  EXPECT_NEAR(kept(Askers::kEveryAsker, 4, 2), 79, 30);
 }
 
 // Requests after an epoch's end (the algorithm refused them, so no epoch
