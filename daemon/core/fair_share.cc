@@ -153,6 +153,8 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   // did this node ask in it?
   if (now - last_change_us >= kIdleSpellHorizons * quiet_us) {
     asked_wakes_x63_ = (7 * asked_wakes_x63_ + (asked_in_burst_ > 0 ? 63 : 0) + 4) / 8;
+    static_assert((7 * kLeastAskedWakesX63 + 4) / 8 == kLeastAskedWakesX63,
+                  "the running average's floor, which a crowd of askers is counted from");
     if (asked_in_burst_ > 0) asked_last_burst_ = asked_in_burst_;
     asked_in_burst_ = 0;
   }
@@ -451,10 +453,11 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     // +0.67% to +2.06% (20-30 s). A sliding window counts every asker's:
     // at 200 nodes over 60 s -1.07% -> -0.96%, at 100 nodes over 30 s
     // -0.30% -> +0.09% (seed 1).
+    // (crowd_thinned_ is set above: single_in_crowd() is this node's last
+    // burst's count alone.)
     using Askers = ShareInputs::CrowdOfAskers;
-    const bool of_askers =
-        in.crowd_of_askers == Askers::kEveryAsker || (in.crowd_of_askers == Askers::kSingleAskers &&
-                                                      asked_last_burst_ <= kSingleInCrowdMostAsked);
+    const bool of_askers = in.crowd_of_askers == Askers::kEveryAsker ||
+                           (in.crowd_of_askers == Askers::kSingleAskers && single_in_crowd());
     const std::int64_t crowd = of_askers
                                    ? std::max(recent, asked_crowd)
                                    : std::max({recent, seen, meets_new_burst ? n : 0, asked_crowd});

@@ -647,7 +647,11 @@ class FairShare {
   std::uint32_t crowd_thinned_ : 1 = 0;
   std::uint32_t crowded_ : 1 = 0;  // crowded(): while dense
   // Of the key's wakes, the share in which this node asked (count()), in
-  // 1/63: a running average over about 8 wakes.
+  // 1/63: a running average over about 8 wakes, never below
+  // kLeastAskedWakesX63 (its rounding holds it there: note_wake), so a
+  // crowd of askers (start_epoch) is at least the live nodes x 4/63, 12 of
+  // 200, however long this node did not ask.
+  static constexpr std::uint32_t kLeastAskedWakesX63 = 4;
   std::uint32_t asked_wakes_x63_ : 6 = 63;
   // How many ways this node's probe shared the key's balance; 1 where no
   // probe was needed; 0: none was considered yet (a probe runs once). The

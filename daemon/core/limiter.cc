@@ -728,8 +728,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     TimeUs wake_end = 0;
     // A log whose demand here is a burst's, in either way.
     const bool log = algorithm == Algorithm::kSlidingLog;
-    const bool single_in_crowd = log && !share.dense(now) && share.single_in_crowd();
-    const bool log_in_burst = log && (share.dense(now) || single_in_crowd);
+    const bool dense = share.dense(now);
+    const bool single_in_crowd = log && !dense && share.single_in_crowd();
+    const bool log_in_burst = log && (dense || single_in_crowd);
     if (repays) {
       wake_end = share.wake_end_us(share_view_, now);
     } else if (log_in_burst) {

@@ -1253,14 +1253,14 @@ TEST(FairShareTest, WithoutADebtEveryNodeCountsEveryLiveNodeAtANewBurst) {
   EXPECT_EQ(known_then_asked(false, true, 1), 1000);  // no crowd in one burst: kept
 }
 
-// A sliding log's crowd of single requests counts the nodes that ask: a node
+// A crowd counts the nodes that ask, a sliding log's single askers: a node
 // that asked one request in one of every `every` bursts counts the live nodes
 // times the part of the bursts it asked in (a running average) in the crowd
 // at a new burst, not every live node; one that asked two in its last burst,
 // or whose algorithm is not told to (ShareInputs::crowd_of_askers), still
 // counts every live node; where every asker is told (a sliding window), the
 // one that asked two counts the askers too.
-TEST(FairShareTest, ACrowdOfSingleRequestsOnALogCountsTheNodesThatAsk) {
+TEST(FairShareTest, ACrowdOnALogOrAWindowCountsTheNodesThatAsk) {
   constexpr std::int64_t kPool = 10;
   constexpr std::uint32_t kLive = 200;
   constexpr TimeUs kApartUs = (FairShare::kIdleSpellHorizons + 1) * kHorizonUs;
