@@ -101,6 +101,10 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: log crowd of singles", std::to_string(c.share_single_crowd_epochs),
         "(a sliding log's epochs sharing the wake's pool, one of a crowd of single requests)");
   }
+  if (c.share_askers_floored > 0) {
+    row(out, "fair shares: crowds at the askers' floor", std::to_string(c.share_askers_floored),
+        "(epochs whose crowd was 4/63 of the live nodes: asked in few of the key's bursts)");
+  }
   if (c.share_crowded_epochs + c.share_crowded_bursts + c.share_crowded_starts > 0) {
     row(out, "fair shares: crowded by origins / bursts / new keys",
         std::to_string(c.share_crowded_epochs) + " / " + std::to_string(c.share_crowded_bursts) +
@@ -463,6 +467,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_crowded_starts\": " << c.share_crowded_starts
       << ", \"share_keys_crowded\": " << c.share_keys_crowded
       << ", \"share_idle_raise_capped\": " << c.share_idle_raise_capped
+      << ", \"share_askers_floored\": " << c.share_askers_floored
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units
       << ", \"share_debts_capped\": " << c.share_debts_capped

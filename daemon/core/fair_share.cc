@@ -458,9 +458,12 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     using Askers = ShareInputs::CrowdOfAskers;
     const bool of_askers = in.crowd_of_askers == Askers::kEveryAsker ||
                            (in.crowd_of_askers == Askers::kSingleAskers && single_in_crowd());
-    const std::int64_t crowd = of_askers
-                                   ? std::max(recent, asked_crowd)
-                                   : std::max({recent, seen, meets_new_burst ? n : 0, asked_crowd});
+    const std::int64_t counted =
+        of_askers ? recent : std::max({recent, seen, meets_new_burst ? n : 0});
+    const std::int64_t crowd = std::max(counted, asked_crowd);
+    // The crowd stands where the askers' floor put it: this node asked in
+    // hardly any of the key's recent bursts (counted: share_askers_floored).
+    found.askers_floored = asked_wakes_x63_ <= kLeastAskedWakesX63 && asked_crowd > counted;
     crowd_chance = std::min<i128>((pool + later) / crowd, kOne);
   }
   // A burst's share is spent only where this node asks in it: where it asked

@@ -392,6 +392,10 @@ class FairShare {
     // The raise of a node's share for the bursts it asks nothing in was
     // held at its bound (kMaxIdleRaiseX4).
     bool idle_raise_capped = false;
+    // A crowd's chance was counted from the askers' floor (the live nodes x
+    // kLeastAskedWakesX63 / 63, above what the origins show): this node
+    // asked in hardly any of the key's recent bursts.
+    bool askers_floored = false;
     // A forgiven debt was carried into this epoch (debt() > 0), or a lost
     // shortfall credited (debt() < 0), and either held at its bound
     // (kMaxDebtX8, kMaxCarriedUnits).

@@ -214,6 +214,10 @@ struct LimiterStats {
   // Epochs whose raise for the bursts this node asks nothing in was held at
   // its bound (FairShare::kMaxIdleRaiseX4).
   std::uint64_t share_idle_raise_capped = 0;
+  // Epochs whose crowd's chance was counted from the askers' floor
+  // (FairShare::kLeastAskedWakesX63: this node asked in hardly any of the
+  // key's recent bursts).
+  std::uint64_t share_askers_floored = 0;
   // Wakes at which a key's share carried a debt its last burst ran up and
   // the idle spell forgave (FairShare, "A forgiven debt"), the units
   // carried, and those held at the bound (FairShare::kMaxDebtX8).

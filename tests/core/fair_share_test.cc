@@ -1308,6 +1308,28 @@ TEST(FairShareTest, ACrowdOnALogOrAWindowCountsTheNodesThatAsk) {
   EXPECT_NEAR(kept(Askers::kEveryAsker, 4, 2), 79, 30);
 }
 
+// The askers' floor, told (share_askers_floored): a node that asked in none
+// of the key's last 24 bursts counts its crowd from the floor, 12 of 200 live
+// nodes, above the 6 origins its view shows. Not one that asked in every
+// burst (it counts every live node), nor one whose view shows more recent
+// origins than the floor's count.
+TEST(FairShareTest, ACrowdCountedFromTheAskersFloorIsTold) {
+  const auto floored = [](bool asks_rarely, std::uint32_t recent) {
+    FairShare share;
+    ShareInputs in = crowd_inputs(1, 10, 6, recent, 6);
+    in.has_own = true;
+    const TimeUs at = kStart + 100 * kHorizonUs;
+    share.start_epoch(view_of(200), in, kStart);
+    if (asks_rarely) asked_in_no_wake(share, at);
+    in.all_consumed = 100;
+    in.crowd_of_askers = ShareInputs::CrowdOfAskers::kEveryAsker;
+    return share.start_epoch(view_of(200), in, at).askers_floored;
+  };
+  EXPECT_TRUE(floored(true, 6));
+  EXPECT_FALSE(floored(false, 6));
+  EXPECT_FALSE(floored(true, 20));
+}
+
 // Requests after an epoch's end (the algorithm refused them, so no epoch
 // started) count towards density per span of the epoch's length: as many in
 // one such span make demand dense, one per span over a long refusal do not.
