@@ -32,7 +32,9 @@
 // started first have left, which a bucket's cap or a window's passing would
 // lose for good (docs/cluster.md, "Fair shares": "A burst's pool"). The
 // Limiter asks for it (ShareInputs::from_wake) where the algorithm repays
-// an overspend; and for a sliding log, which repays nothing, over two
+// an overspend (over kFixedWindowWakeHorizons for a fixed window where this
+// node's demand on the key is dense: its pool stands until its window
+// ends); and for a sliding log, which repays nothing, over two
 // horizons (kLogWakeHorizons) where this node's demand on the key is dense
 // or it is one of a crowd of single requests (single_in_crowd):
 // every node's part of the burst's room in one epoch, and no second epoch
@@ -363,8 +365,15 @@ class FairShare {
   static constexpr std::uint32_t kToldCrowdOrigins = 17;
   static constexpr TimeUs kToldCrowdUs = 1'500'000;
   // How many news horizons after a key's wake a sliding log's epoch shares
-  // the wake's pool (the Limiter's choice; the other algorithms: one).
+  // the wake's pool (the Limiter's choice; the other algorithms: one, but
+  // kFixedWindowWakeHorizons).
   static constexpr int kLogWakeHorizons = 2;
+  // And a fixed window's, where this node's demand on the key is dense: its
+  // window frees nothing until it ends, so the pool at the wake stands, and
+  // a job of 200 ms (`periodic`) is shared in one epoch rather than
+  // re-shared from views that have not heard of the first epoch's spending
+  // (docs/cluster.md, "A fixed window's burst in one epoch").
+  static constexpr int kFixedWindowWakeHorizons = 3;
   // A sliding log's epoch, where this node's demand on the key is a
   // burst's (dense, or one of a crowd of single requests), ends where the
   // log frees its first unit beyond the headroom, if that is
