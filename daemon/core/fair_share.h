@@ -372,7 +372,8 @@ class FairShare {
   // window frees nothing until it ends, so the pool at the wake stands, and
   // a job of 200 ms (`periodic`) is shared in one epoch rather than
   // re-shared from views that have not heard of the first epoch's spending
-  // (docs/cluster.md, "A fixed window's burst in one epoch").
+  // (docs/cluster.md, "A fixed window's burst in one epoch"). Only where
+  // they end within the wake's window (the Limiter's check).
   static constexpr int kFixedWindowWakeHorizons = 3;
   // A sliding log's epoch, where this node's demand on the key is a
   // burst's (dense, or one of a crowd of single requests), ends where the
