@@ -19,11 +19,12 @@ std::uint64_t since(std::uint64_t now_value, std::uint64_t mark) {
   return now_value >= mark ? now_value - mark : now_value;
 }
 
-// The step of a stepwise refill `t` lies in (ShareInputs::refill_step_us):
-// a window's index, as the fixed window counts it.
-i128 step_of(const ShareInputs& in, TimeUs t) {
-  return algorithms::detail::floor_div(t, in.refill_step_us);
-}
+// The step of `step_us` that `t` lies in: a window's index, as the fixed
+// window counts it.
+i128 step_index(TimeUs t, TimeUs step_us) { return algorithms::detail::floor_div(t, step_us); }
+
+// The step of a stepwise refill `t` lies in (ShareInputs::refill_step_us).
+i128 step_of(const ShareInputs& in, TimeUs t) { return step_index(t, in.refill_step_us); }
 
 // What the algorithm refills from `from_us` to `to_us`, in 2^-kFractionBits
 // of a unit: at its rate (its fraction kept), or `rate_limit` at each
@@ -174,6 +175,14 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   all_at_wake_ = all_before;
   own_at_wake_ = own_before;
   return found;
+}
+
+TimeUs FairShare::wake_end_in_step_us(const ShareView& view, TimeUs now, int horizons,
+                                      TimeUs step_us) const {
+  assert(step_us > 0);
+  const TimeUs end = wake_end_us(view, now, horizons);
+  if (end > 0 && step_index(end - 1, step_us) == step_index(woke_us_, step_us)) return end;
+  return wake_end_us(view, now);
 }
 
 bool FairShare::drop_crowd_marks(TimeUs now) {

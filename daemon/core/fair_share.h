@@ -373,7 +373,7 @@ class FairShare {
   // a job of 200 ms (`periodic`) is shared in one epoch rather than
   // re-shared from views that have not heard of the first epoch's spending
   // (docs/cluster.md, "A fixed window's burst in one epoch"). Only where
-  // they end within the wake's window (the Limiter's check).
+  // they end within the wake's window (wake_end_in_step_us).
   static constexpr int kFixedWindowWakeHorizons = 3;
   // A sliding log's epoch, where this node's demand on the key is a
   // burst's (dense, or one of a crowd of single requests), ends where the
@@ -464,6 +464,12 @@ class FairShare {
     const TimeUs end = woke_us_ + horizons * view.horizon_us;
     return woke_us_ > 0 && now < end ? end : 0;
   }
+  // The same over `horizons`, where they end within the step of `step_us`
+  // the wake lies in (a fixed window's window, whose pool stands until it
+  // ends); else over one horizon: past the step's end the next step's
+  // refill comes back whole, which an epoch's refill (the headroom at its
+  // end less now) does not count where the step was not spent at the wake.
+  TimeUs wake_end_in_step_us(const ShareView& view, TimeUs now, int horizons, TimeUs step_us) const;
   // Whether a request of `cost` may pass. Changes nothing: a check may be
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;

@@ -734,27 +734,17 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (repays) {
       // A fixed window frees nothing until its window ends: where demand
       // here is dense, the wake's pool is shared over
-      // kFixedWindowWakeHorizons, a burst in one epoch; with one horizon
-      // the next epochs re-shared the balance from views that had not yet
-      // heard of the first ones' spending, and the debt repaid it only a
-      // job late (`periodic` at 20 nodes, 30 s, seeds 1-4: +1.08% mean,
-      // +0.04% so; docs/cluster.md, "A fixed window's burst in one epoch").
-      // Only where those horizons end within the wake's window: past its
-      // end the next window's whole limit comes back, which the epoch's
-      // refill (the headroom at its end less now) does not count where
-      // this window was not spent at the wake (jobs starting 100 ms before
-      // a window's end ran -36% so).
-      wake_end = share.wake_end_us(share_view_, now);
-      if (algorithm == Algorithm::kFixedWindow && dense) {
-        const TimeUs burst_end =
-            share.wake_end_us(share_view_, now, FairShare::kFixedWindowWakeHorizons);
-        const auto window_of = [&](TimeUs at) {
-          return alg::detail::floor_div(at, p.params.period_us);
-        };
-        if (burst_end > 0 && window_of(burst_end - 1) == window_of(share.woke_us())) {
-          wake_end = burst_end;
-        }
-      }
+      // kFixedWindowWakeHorizons, a burst in one epoch, if they end within
+      // the wake's window; with one horizon the next epochs re-shared the
+      // balance from views that had not yet heard of the first ones'
+      // spending, and the debt repaid it only a job late (`periodic` at 20
+      // nodes, 30 s, seeds 1-4: +1.08% mean, +0.04% so; docs/cluster.md,
+      // "A fixed window's burst in one epoch").
+      wake_end =
+          algorithm == Algorithm::kFixedWindow && dense
+              ? share.wake_end_in_step_us(share_view_, now, FairShare::kFixedWindowWakeHorizons,
+                                          p.params.period_us)
+              : share.wake_end_us(share_view_, now);
     } else if (log_in_burst) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;

@@ -1308,6 +1308,23 @@ TEST(FairShareTest, ACrowdOnALogOrAWindowCountsTheNodesThatAsk) {
   EXPECT_NEAR(kept(Askers::kEveryAsker, 4, 2), 79, 30);
 }
 
+// A fixed window's burst in one epoch (wake_end_in_step_us): the wake's
+// horizons where they end within the window the wake lies in, else one.
+TEST(FairShareTest, AWakesEpochSpansItsHorizonsOnlyWithinTheWakesStep) {
+  constexpr TimeUs kStepUs = 1'000'000;
+  const auto end_after_wake_at = [&](TimeUs wake, TimeUs now) {
+    FairShare share;
+    share.note_wake(0, 0, wake, kHorizonUs, wake - 10 * kHorizonUs);
+    return share.wake_end_in_step_us(view_of(20), now, 3, kStepUs);
+  };
+  const TimeUs step_start = 10 * kStepUs;
+  EXPECT_EQ(end_after_wake_at(step_start, step_start + 1), step_start + 3 * kHorizonUs);
+  const TimeUs late = step_start + kStepUs - kHorizonUs;  // three would cross the step's end
+  EXPECT_EQ(end_after_wake_at(late, late + 1), late + kHorizonUs);
+  EXPECT_EQ(end_after_wake_at(late, late + kHorizonUs), 0);
+  EXPECT_EQ(end_after_wake_at(step_start, step_start + 3 * kHorizonUs), 0);
+}
+
 // The askers' floor, told (share_askers_floored): a node that asked in none
 // of the key's last 24 bursts counts its crowd from the floor, 12 of 200 live
 // nodes, above the 6 origins its view shows. Not one that asked in every
