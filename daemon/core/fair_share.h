@@ -222,6 +222,11 @@ struct ShareInputs {
   // algorithm holds nothing of it (a fixed window 1; a sliding window 2,
   // its previous window still weighs), so that an overspend is forgiven.
   int forget_steps = 1;
+
+  // The algorithm's room comes back whole at each step's start (a fixed
+  // window): a step's count beyond the limit is carried into the next as a
+  // debt, and nothing of the last step weighs on the next one's pool.
+  bool whole_steps() const { return refill_step_us > 0 && forget_steps == 1; }
 };
 
 class FairShare {

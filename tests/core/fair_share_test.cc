@@ -272,6 +272,52 @@ TEST(FairShareTest, NodesWhoseProbeAdmittedNothingShareTheEighthAsManyWaysAsTheP
   EXPECT_NEAR(spend_epoch(third, 2400, later), 2400 / 24, 1);
 }
 
+// 200 nodes meet a fixed window's key (100 a window) at once 150 ms before
+// a window's end and probe it 200 ways; by their next epoch, still young
+// here, they have heard of 60 spenders. In the probe's window each scales
+// its weight by the origins seen over the live nodes (60 / 200): news of
+// others may still be coming. In the next window the pool is a fresh
+// window's that no node has spent from: each shares it at least as its
+// probe did, and the 200 shares sum to about the window's 100, not a third
+// of it (docs/cluster.md, "A fresh window, shared as a probe"). A sliding
+// window's previous window still weighs: scaled there as before.
+TEST(FairShareTest, AFixedWindowsNextWindowIsSharedWhileYoungAsItsProbeWas) {
+  constexpr std::uint32_t kNodes = 200;
+  constexpr std::int64_t kPool = 100;
+  const TimeUs probed = kStart + 850'000;
+  const auto admitted = [&](int forget_steps, TimeUs young_at) {
+    int total = 0;
+    for (std::uint32_t node = 0; node < kNodes; ++node) {
+      const bool spent = node % 2 == 0;
+      FairShare share;
+      ShareInputs in{.headroom = kPool,
+                     .spenders = kNodes,
+                     .dither_seed = node + 1u,
+                     .carries_debt = true,
+                     .rate_limit = kPool,
+                     .rate_period_us = kUsPerSecond,
+                     .capacity = kPool,
+                     .refill_step_us = kUsPerSecond,
+                     .forget_steps = forget_steps};
+      share.start_epoch(view_of(kNodes), in, probed);
+      EXPECT_TRUE(share.probing());
+      in.others = spent ? 59 : 60;
+      in.has_own = spent;
+      in.own_consumed = spent ? 1 : 0;
+      in.all_consumed = 60;
+      share.start_epoch(view_of(kNodes), in, young_at);
+      EXPECT_TRUE(share.young(young_at));
+      total += spend_epoch(share, 10, young_at);
+    }
+    return total;
+  };
+  const TimeUs same_window = kStart + 960'000;
+  const TimeUs next_window = kStart + 1'010'000;
+  EXPECT_NEAR(admitted(1, next_window), kPool, 15);
+  EXPECT_LT(admitted(1, same_window), kPool / 2);
+  EXPECT_LT(admitted(2, next_window), kPool / 2);
+}
+
 // Ten nodes; this one did a sixteenth of the consumption since the marks,
 // so it weighs w = (7/16 + 1/10) / 8 = 0.0672. The key woke with 10,000 in
 // its pool, and by this node's first request of the burst the others have
@@ -550,6 +596,47 @@ TEST(FairShareTest, AFixedWindowsDebtIsCountedInWindowsAndHeldInItsWakesWindow) 
   EXPECT_LE(in_next_window, 51);
   EXPECT_EQ(burst_of(0, 110)->share.debt(), 0);  // a bucket's refill at the rate
   EXPECT_EQ(burst_of(100'000, 310)->share.debt(), 10);
+}
+
+// A credit, though, is held through a fixed window's later windows
+// (ShareInputs::whole_steps): what the wake's window admitted beyond its 100
+// on it, the window's count carries into the next as a debt and repays
+// there, so the next window shares it out again (docs/cluster.md, "A credit
+// through a burst's windows"). A burst that left 10 of its window's 100
+// while this node's share refused: the next burst shares 110, in the wake's
+// window and the next one alike. A sliding window carries its overshoot
+// otherwise: there the credit is held in the wake's window only.
+TEST(FairShareTest, AFixedWindowsCreditIsHeldThroughTheBurstsWindows) {
+  const auto burst_of = [](int forget_steps) {
+    auto burst = std::make_unique<DebtBurst>(200'000, 0, 0, kUsPerSecond);
+    burst->in.forget_steps = forget_steps;
+    burst->share.note_refused();
+    burst->next_wake(90, burst->woke + 5 * kUsPerSecond, 100);
+    return burst;
+  };
+  for (const int forget_steps : {1, 2}) {
+    SCOPED_TRACE(forget_steps);
+    const std::unique_ptr<DebtBurst> under = burst_of(forget_steps);
+    EXPECT_EQ(under->share.debt(), -10);
+    const TimeUs again = under->woke + 5 * kUsPerSecond;
+    // Half of 110 (7/8 of this node's half plus 1/16), and the dither.
+    const int in_wakes_window = spend_epoch(under->share, 1000, again);
+    EXPECT_GE(in_wakes_window, 55);
+    EXPECT_LE(in_wakes_window, 56);
+    const TimeUs next_window = again + kUsPerSecond;
+    under->in.from_wake = false;
+    under->share.start_epoch(view_of(2), under->in, next_window);
+    const int in_next_window = spend_epoch(under->share, 1000, next_window);
+    if (forget_steps == 1) {
+      EXPECT_EQ(under->share.debt(), -10);
+      EXPECT_GE(in_next_window, 55);
+      EXPECT_LE(in_next_window, 56);
+    } else {
+      EXPECT_EQ(under->share.debt(), 0);
+      EXPECT_GE(in_next_window, 50);
+      EXPECT_LE(in_next_window, 51);
+    }
+  }
 }
 
 // A sliding window forgets a burst only once its previous window no longer

@@ -715,6 +715,24 @@ TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartIsSharedBothWindows) 
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
 }
 
+// The same job across a window's start on 200 nodes, each asking about 5
+// requests of it, over 60 s: -6.25% (seeds 1-4 over 120 s -7.65..-6.27%).
+// A credit for a job's shortfall, shared out in its first window, was
+// repaid in the second by the window's own debt, so each job found the
+// same shortfall again (docs/cluster.md, "A credit through a burst's
+// windows"); and at the key's first job the nodes, still young, shared the
+// second window's fresh 100 at a third of their weights: 38 admitted ("A
+// fresh window, shared as a probe"). With both: -2.42% (seeds 1-4 over
+// 120 s -2.75..-1.85%): bounded at 3%, still beyond the issue's 1%.
+TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartOn200NodesKeepsBothWindows) {
+  const Results r =
+      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"fixed_window\"",
+                               "traffic.0.start=\"3900ms\"", "duration=\"60s\""}),
+          1);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.03);
+  EXPECT_GT(r.core.share_credits_carried, 0u);
+}
+
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
 // them, 12 s): a user over its limit has about 50 origins, each asking it
 // every few seconds, against a pool of 20 at most. Counting every origin
