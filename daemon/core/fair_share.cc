@@ -28,12 +28,21 @@ i128 step_of(const ShareInputs& in, TimeUs t) { return step_index(t, in.refill_s
 
 // What the algorithm refills from `from_us` to `to_us`, in 2^-kFractionBits
 // of a unit: at its rate (its fraction kept), or `rate_limit` at each
-// step's start between them.
+// step's start between them (a fixed window); a sliding window at its rate
+// from the end of the step `from_us` lies in, as the weight of that step's
+// count falls in the next (docs/cluster.md, "A sliding window's burst
+// across a window's start").
 i128 refilled_units(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
   if (to_us <= from_us) return 0;
-  if (in.refill_step_us > 0) {
+  if (in.whole_steps()) {
     return i128{in.rate_limit} * (step_of(in, to_us) - step_of(in, from_us))
            << FairShare::kFractionBits;
+  }
+  if (in.refill_step_us > 0) {
+    const auto next_step_us = static_cast<TimeUs>((step_of(in, from_us) + 1) * in.refill_step_us);
+    if (to_us <= next_step_us) return 0;
+    return (i128{in.rate_limit} * (to_us - next_step_us) << FairShare::kFractionBits) /
+           in.refill_step_us;
   }
   return (i128{in.rate_limit} * (to_us - from_us) << FairShare::kFractionBits) /
          std::max<std::int64_t>(1, in.rate_period_us);

@@ -216,7 +216,10 @@ struct ShareInputs {
   // Or it refills in steps: `rate_limit` whole at the start of each step of
   // this length (steps at its multiples: a fixed window's windows, whose
   // count beyond the limit an idle window forgives as a cap does); 0:
-  // continuously.
+  // continuously. A sliding window's steps (forget_steps 2) are its
+  // windows too, but it frees at the rate from the end of the window a
+  // burst woke in, as that window's weight falls: a burst that crosses a
+  // window's start gets only that much back, not a whole window.
   TimeUs refill_step_us = 0;
   // With steps: how many steps must start after a burst's end before the
   // algorithm holds nothing of it (a fixed window 1; a sliding window 2,

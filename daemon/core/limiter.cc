@@ -826,11 +826,13 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.capacity = p.params.burst;
     if (algorithm == Algorithm::kFixedWindow || algorithm == Algorithm::kSlidingWindow) {
       // A window's room comes back in windows: a fixed window's whole at
-      // each start, and counted so for a sliding window too (which
-      // overstates what it frees in a burst that crosses a window's start:
-      // a debt the smaller). A sliding window forgets a burst only once
-      // its previous window no longer holds it (docs/cluster.md, "A fixed
-      // window's debt", "A sliding window's debt").
+      // each start; a sliding window's at the rate from the end of the
+      // window a burst woke in (counted whole there, a burst across a
+      // window's start found a shortfall each time: docs/cluster.md, "A
+      // sliding window's burst across a window's start"). A sliding window
+      // forgets a burst only once its previous window no longer holds it
+      // (docs/cluster.md, "A fixed window's debt", "A sliding window's
+      // debt").
       in.capacity = p.params.limit;
       in.refill_step_us = p.params.period_us;
       in.forget_steps = algorithm == Algorithm::kSlidingWindow ? 2 : 1;
