@@ -83,11 +83,15 @@
 // counts the refills' fractions and is what the idle spell did not repay
 // (a fraction carried as a whole unit with its size as the chance: "A
 // burst's carry, in fractions"). Either is at most a quarter of the
-// capacity. The windows carry theirs alike, their refill counted in whole
-// windows (ShareInputs::refill_step_us): a fixed window's overspend an idle
-// window forgives, a sliding window's in a burst into an emptied window
-// nothing repays (docs/cluster.md, "A fixed window's debt", "A sliding
-// window's debt").
+// capacity. The windows carry theirs alike, their refill counted in
+// windows (ShareInputs::refill_step_us: a fixed window's whole at each
+// start, a sliding window's at its rate after the window its burst woke
+// in): a fixed window's overspend an idle window forgives, a sliding
+// window's in a burst into an emptied window nothing repays (docs/
+// cluster.md, "A fixed window's debt", "A sliding window's debt", "A
+// sliding window's burst across a window's start"); a fixed window's
+// credit is held through the burst's windows, which carry what it admits
+// beyond their limit ("A credit through a burst's windows").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
