@@ -580,7 +580,11 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   // and so on until the burst's last, which the idle window forgives
   // (docs/cluster.md, "A credit through a burst's windows"). Not on a
   // sliding window, which carries its overshoot otherwise (`periodic`
-  // across a window's start at 200 nodes, 120 s: +2.70% -> +11.31%).
+  // across a window's start at 200 nodes, 120 s: +2.70% -> +11.31%). A
+  // sliding window's debt is held in the wake's step and the next: what
+  // the share held back in the wake's window, the next window's estimate
+  // (the wake's window's count, weighted by what is left of it) would give
+  // back (docs/cluster.md, "A sliding window's debt, held a window on").
   // Nor is a balance noted after the wake's step: it lost what the last
   // left, and the balance at the wake cannot be told.
   const bool wake_step = woke_us_ == 0 || !stepwise_ || step_of(in, now) == step_of(in, woke_us_);
@@ -610,7 +614,12 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
         std::clamp<i128>(i128{in.headroom} - debt_ + spent_since_wake, 0,
                          std::numeric_limits<std::int64_t>::max()));
   }
-  if (!wake_step && !(debt_ < 0 && in.whole_steps())) debt_ = 0;
+  if (!wake_step) {  // (the algorithm refills in steps)
+    const bool held = debt_ < 0
+                          ? in.whole_steps()
+                          : !in.whole_steps() && step_of(in, now) <= step_of(in, woke_us_) + 1;
+    if (!held) debt_ = 0;
+  }
 }
 
 std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wake) const {

@@ -656,6 +656,33 @@ TEST(FairShareTest, ASlidingWindowsDebtIsForgivenOnlyTwoWindowsOn) {
   EXPECT_EQ(debt_after(1'900'000), 10);
 }
 
+// A sliding window's debt is held in the wake's window and the next one
+// (docs/cluster.md, "A sliding window's debt, held a window on"): what the
+// share held back in the wake's window, the next window's estimate would
+// give back, as that window's count weighs less there. 115 consumed of a
+// window's 100 is a debt of 15: the next burst shares 85 in its wake's
+// window and the next, and the whole 100 a window after.
+TEST(FairShareTest, ASlidingWindowsDebtIsHeldInTheWindowAfterTheWakes) {
+  DebtBurst burst(200'000, 0, 0, kUsPerSecond);
+  burst.in.forget_steps = 2;
+  const TimeUs again = burst.woke + 5 * kUsPerSecond;
+  burst.next_wake(115, again, 100);
+  EXPECT_EQ(burst.share.debt(), 15);
+  burst.in.from_wake = false;
+  for (const auto& [window, debt, least] :
+       {std::tuple{0, 15, 42}, std::tuple{1, 15, 42}, std::tuple{2, 0, 50}}) {
+    SCOPED_TRACE(window);
+    const TimeUs at = again + window * kUsPerSecond;
+    if (window > 0) burst.share.start_epoch(view_of(2), burst.in, at);
+    EXPECT_EQ(burst.share.debt(), debt);
+    // Half of the 100 less the debt (7/8 of this node's half plus 1/16),
+    // and the dither.
+    const int admitted = spend_epoch(burst.share, 1000, at);
+    EXPECT_GE(admitted, least);
+    EXPECT_LE(admitted, least + 1);
+  }
+}
+
 // A burst that crosses a window's start: it woke 100 ms before it, and
 // this node asked until 100 ms after. A fixed window's 100 come back whole
 // at the start: 200 of room, and 110 consumed left 90 (credited, at most a

@@ -750,6 +750,22 @@ TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartIsNotCreditedAWhole
   EXPECT_LT(r.core.share_debts_capped, 20u);  // 98 before
 }
 
+// The same over 120 s, seeds 1-4: each job still ran about 2 over its 109
+// (+0.92..+1.64%), though a debt was carried into each: held back in the
+// job's first window, it came back in its second, whose estimate weighs
+// the first window's count less. The debt is held in the window after the
+// wake's too (docs/cluster.md, "A sliding window's debt, held a window
+// on"): -0.08..+0.27%. Bounded at 0.5%.
+TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartRepaysItsDebtInBothWindows) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    const Results r =
+        run(shipped("periodic", {"cluster.nodes=20", "rule.0.algorithm=\"sliding_window\"",
+                                 "traffic.0.start=\"3900ms\"", "duration=\"120s\""}),
+            seed);
+    EXPECT_LE(std::abs(r.error_ratio()), 0.005) << "seed " << seed;
+  }
+}
+
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
 // them, 12 s): a user over its limit has about 50 origins, each asking it
 // every few seconds, against a pool of 20 at most. Counting every origin
