@@ -91,7 +91,9 @@
 // cluster.md, "A fixed window's debt", "A sliding window's debt", "A
 // sliding window's burst across a window's start"); a fixed window's
 // credit is held through the burst's windows, which carry what it admits
-// beyond their limit ("A credit through a burst's windows").
+// beyond their limit ("A credit through a burst's windows"), and a sliding
+// window's debt a window on, whose estimate would give it back ("A sliding
+// window's debt, held a window on").
 // Every share gets a random fraction of a request added (from a hash of the
 // key, the node and the time: deterministic), so a share below one request
 // admits one with that probability and many nodes with tiny shares admit
