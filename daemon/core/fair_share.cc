@@ -26,6 +26,11 @@ i128 step_index(TimeUs t, TimeUs step_us) { return algorithms::detail::floor_div
 // The step of a stepwise refill `t` lies in (ShareInputs::refill_step_us).
 i128 step_of(const ShareInputs& in, TimeUs t) { return step_index(t, in.refill_step_us); }
 
+// How many steps of a stepwise refill start after `from_us`, up to `to_us`.
+i128 steps_between(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
+  return step_of(in, to_us) - step_of(in, from_us);
+}
+
 // What the algorithm refills from `from_us` to `to_us`, in 2^-kFractionBits
 // of a unit: at its rate (its fraction kept), or `rate_limit` at each
 // step's start between them (a fixed window); a sliding window at its rate
@@ -35,8 +40,7 @@ i128 step_of(const ShareInputs& in, TimeUs t) { return step_index(t, in.refill_s
 i128 refilled_units(const ShareInputs& in, TimeUs from_us, TimeUs to_us) {
   if (to_us <= from_us) return 0;
   if (in.whole_steps()) {
-    return i128{in.rate_limit} * (step_of(in, to_us) - step_of(in, from_us))
-           << FairShare::kFractionBits;
+    return i128{in.rate_limit} * steps_between(in, from_us, to_us) << FairShare::kFractionBits;
   }
   if (in.refill_step_us > 0) {
     const auto next_step_us = static_cast<TimeUs>((step_of(in, from_us) + 1) * in.refill_step_us);
@@ -342,7 +346,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     // start at 200 nodes (`periodic`, jobs from 3.9 s) admitted 38 of its
     // second window's 100 at the key's first job.
     if (probe_ways_ > 1 && in.whole_steps() && woke_us_ > 0 &&
-        step_of(in, now) != step_of(in, woke_us_)) {
+        steps_between(in, woke_us_, now) > 0) {
       weight = std::max<i128>(weight, kOne / probe_ways_);
     }
   }
@@ -587,7 +591,7 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   // back (docs/cluster.md, "A sliding window's debt, held a window on").
   // Nor is a balance noted after the wake's step: it lost what the last
   // left, and the balance at the wake cannot be told.
-  const bool wake_step = woke_us_ == 0 || !stepwise_ || step_of(in, now) == step_of(in, woke_us_);
+  const bool wake_step = woke_us_ == 0 || !stepwise_ || steps_between(in, woke_us_, now) == 0;
   // A debt is carried by the first epoch after the wake, within a horizon
   // of it; where the algorithm refills in steps, whenever it comes (a node
   // whose first request came late in the burst).
@@ -615,9 +619,8 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
                          std::numeric_limits<std::int64_t>::max()));
   }
   if (!wake_step) {  // (the algorithm refills in steps)
-    const bool held = debt_ < 0
-                          ? in.whole_steps()
-                          : !in.whole_steps() && step_of(in, now) <= step_of(in, woke_us_) + 1;
+    const bool held =
+        debt_ < 0 ? in.whole_steps() : !in.whole_steps() && steps_between(in, woke_us_, now) <= 1;
     if (!held) debt_ = 0;
   }
 }
@@ -643,8 +646,7 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
   // 9.9 s of bursts and 0.9 s idle at 10/s carried a debt of 1 a key a
   // second that was none: -1.13% against the ideal's +0.16%).
   if (i128{in.headroom} + spent_since_wake < in.capacity) return 0;
-  if (in.refill_step_us > 0 &&
-      step_of(in, woke_us_) - step_of(in, last_asked_us_) < in.forget_steps) {
+  if (in.refill_step_us > 0 && steps_between(in, last_asked_us_, woke_us_) < in.forget_steps) {
     return 0;
   }
   const i128 burst_refill = refilled(in, burst_woke_us_, last_asked_us_);

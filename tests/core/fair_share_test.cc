@@ -419,8 +419,21 @@ struct DebtBurst {
     in.own_consumed = (before + consumed) / 2;
     in.all_consumed = before + consumed + consumed_since;
     in.epoch_end_us = again + kHorizonUs;
+    again_us = again;
     return share.start_epoch(view_of(2), in, again + late_us);
   }
+  // Requests admitted within the share (of 1000) in the window `windows`
+  // steps of 1 s after the next wake's: the epoch next_wake started, or,
+  // a window or more on, a new epoch (not from the wake) there.
+  int spend_windows_on(int windows) {
+    const TimeUs at = again_us + windows * kUsPerSecond;
+    if (windows > 0) {
+      in.from_wake = false;
+      share.start_epoch(view_of(2), in, at);
+    }
+    return spend_epoch(share, 1000, at);
+  }
+  TimeUs again_us = 0;  // the next wake (next_wake)
 };
 
 // A forgiven debt is carried (the bucket-like algorithms): a burst that
@@ -584,16 +597,12 @@ TEST(FairShareTest, AFixedWindowsDebtIsCountedInWindowsAndHeldInItsWakesWindow) 
   };
   const std::unique_ptr<DebtBurst> over = burst_of(kUsPerSecond, 110);
   EXPECT_EQ(over->share.debt(), 10);
-  const TimeUs again = over->woke + 5 * kUsPerSecond;
   // Half of 90 (7/8 of this node's half plus 1/16), and the dither.
-  const int in_wakes_window = spend_epoch(over->share, 1000, again);
+  const int in_wakes_window = over->spend_windows_on(0);
   EXPECT_GE(in_wakes_window, 45);
   EXPECT_LE(in_wakes_window, 46);
-  const TimeUs next_window = again + kUsPerSecond;
-  over->in.from_wake = false;
-  over->share.start_epoch(view_of(2), over->in, next_window);
+  const int in_next_window = over->spend_windows_on(1);
   EXPECT_EQ(over->share.debt(), 0);
-  const int in_next_window = spend_epoch(over->share, 1000, next_window);
   EXPECT_GE(in_next_window, 50);
   EXPECT_LE(in_next_window, 51);
   EXPECT_EQ(burst_of(0, 110)->share.debt(), 0);  // a bucket's refill at the rate
@@ -620,15 +629,11 @@ TEST(FairShareTest, AFixedWindowsCreditIsHeldThroughTheBurstsWindows) {
     SCOPED_TRACE(forget_steps);
     const std::unique_ptr<DebtBurst> under = burst_of(forget_steps);
     EXPECT_EQ(under->share.debt(), -10);
-    const TimeUs again = under->woke + 5 * kUsPerSecond;
     // Half of 110 (7/8 of this node's half plus 1/16), and the dither.
-    const int in_wakes_window = spend_epoch(under->share, 1000, again);
+    const int in_wakes_window = under->spend_windows_on(0);
     EXPECT_GE(in_wakes_window, 55);
     EXPECT_LE(in_wakes_window, 56);
-    const TimeUs next_window = again + kUsPerSecond;
-    under->in.from_wake = false;
-    under->share.start_epoch(view_of(2), under->in, next_window);
-    const int in_next_window = spend_epoch(under->share, 1000, next_window);
+    const int in_next_window = under->spend_windows_on(1);
     if (forget_steps == 1) {
       EXPECT_EQ(under->share.debt(), -10);
       EXPECT_GE(in_next_window, 55);
@@ -665,19 +670,15 @@ TEST(FairShareTest, ASlidingWindowsDebtIsForgivenOnlyTwoWindowsOn) {
 TEST(FairShareTest, ASlidingWindowsDebtIsHeldInTheWindowAfterTheWakes) {
   DebtBurst burst(200'000, 0, 0, kUsPerSecond);
   burst.in.forget_steps = 2;
-  const TimeUs again = burst.woke + 5 * kUsPerSecond;
-  burst.next_wake(115, again, 100);
+  burst.next_wake(115, burst.woke + 5 * kUsPerSecond, 100);
   EXPECT_EQ(burst.share.debt(), 15);
-  burst.in.from_wake = false;
   for (const auto& [window, debt, least] :
        {std::tuple{0, 15, 42}, std::tuple{1, 15, 42}, std::tuple{2, 0, 50}}) {
     SCOPED_TRACE(window);
-    const TimeUs at = again + window * kUsPerSecond;
-    if (window > 0) burst.share.start_epoch(view_of(2), burst.in, at);
-    EXPECT_EQ(burst.share.debt(), debt);
     // Half of the 100 less the debt (7/8 of this node's half plus 1/16),
     // and the dither.
-    const int admitted = spend_epoch(burst.share, 1000, at);
+    const int admitted = burst.spend_windows_on(window);
+    EXPECT_EQ(burst.share.debt(), debt);
     EXPECT_GE(admitted, least);
     EXPECT_LE(admitted, least + 1);
   }

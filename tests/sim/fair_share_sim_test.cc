@@ -701,6 +701,17 @@ TEST(FairShareSimTest, APeriodicJobOn20NodesOnAFixedWindowIsSharedInOneEpoch) {
   }
 }
 
+// `periodic` with its jobs started 100 ms before a window's end (3.9 s):
+// each 200 ms job spans two windows, 200 of room on a fixed window.
+Scenario periodic_across_a_window_start(int nodes, const std::string& algorithm,
+                                        const std::string& duration = "") {
+  std::vector<std::string> sets{"cluster.nodes=" + std::to_string(nodes),
+                                "rule.0.algorithm=\"" + algorithm + "\"",
+                                "traffic.0.start=\"3900ms\""};
+  if (!duration.empty()) sets.push_back("duration=\"" + duration + "\"");
+  return shipped("periodic", sets);
+}
+
 // The same job started 100 ms before a window's end (3.9 s): its burst
 // spans two windows, 200 of room. An epoch from the wake over three
 // horizons would end in the next window, whose limit its refill (the
@@ -708,10 +719,7 @@ TEST(FairShareSimTest, APeriodicJobOn20NodesOnAFixedWindowIsSharedInOneEpoch) {
 // alone were shared: -32.75% over 30 s (-36% over 120 s) in 03999aa.
 // Such an epoch keeps one horizon: +0.83%, as before it.
 TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartIsSharedBothWindows) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=20", "rule.0.algorithm=\"fixed_window\"",
-                               "traffic.0.start=\"3900ms\""}),
-          1);
+  const Results r = run(periodic_across_a_window_start(20, "fixed_window"), 1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
 }
 
@@ -725,10 +733,7 @@ TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartIsSharedBothWindows) 
 // fresh window, shared as a probe"). With both: -2.42% (seeds 1-4 over
 // 120 s -2.75..-1.85%): bounded at 3%, still beyond the issue's 1%.
 TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartOn200NodesKeepsBothWindows) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=200", "rule.0.algorithm=\"fixed_window\"",
-                               "traffic.0.start=\"3900ms\"", "duration=\"60s\""}),
-          1);
+  const Results r = run(periodic_across_a_window_start(200, "fixed_window", "60s"), 1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.03);
   EXPECT_GT(r.core.share_credits_carried, 0u);
 }
@@ -742,10 +747,7 @@ TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartOn200NodesKeepsBothWi
 // rate from the first window's end (docs/cluster.md, "A sliding window's
 // burst across a window's start"): +0.76%. Bounded at 1.5%.
 TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartIsNotCreditedAWholeWindow) {
-  const Results r =
-      run(shipped("periodic", {"cluster.nodes=20", "rule.0.algorithm=\"sliding_window\"",
-                               "traffic.0.start=\"3900ms\""}),
-          1);
+  const Results r = run(periodic_across_a_window_start(20, "sliding_window"), 1);
   EXPECT_LE(std::abs(r.error_ratio()), 0.015);
   EXPECT_LT(r.core.share_debts_capped, 20u);  // 98 before
 }
@@ -758,10 +760,7 @@ TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartIsNotCreditedAWhole
 // on"): -0.08..+0.27%. Bounded at 0.5%.
 TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartRepaysItsDebtInBothWindows) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
-    const Results r =
-        run(shipped("periodic", {"cluster.nodes=20", "rule.0.algorithm=\"sliding_window\"",
-                                 "traffic.0.start=\"3900ms\"", "duration=\"120s\""}),
-            seed);
+    const Results r = run(periodic_across_a_window_start(20, "sliding_window", "120s"), seed);
     EXPECT_LE(std::abs(r.error_ratio()), 0.005) << "seed " << seed;
   }
 }
