@@ -11,7 +11,11 @@
 # Usage: simulations/aligned_table.sh [SIM]
 #   SEEDS (default 8: seeds 1..8), DURATION (default 60s), JOBS (default 2),
 #   NODES (default "5 20 50 200"), ALGORITHMS (default every replicated one),
-#   SCENARIO (default aligned: simulations/scenarios/$SCENARIO.toml).
+#   SCENARIO (default aligned: simulations/scenarios/$SCENARIO.toml),
+#   SET: one more `--set` for every run, as simulations/figures.sh takes it
+#   (e.g. SET='traffic.0.start="3900ms"' with SCENARIO=periodic: each job
+#   across a window's start, docs/cluster.md "A job across a fixed window's
+#   start").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sim="${1:-build/bin/rlimit-sim}"
@@ -31,6 +35,7 @@ for n in $nodes_list; do
     extra=()
     # Smooth bursty with no delay: a replicated meter (docs/algorithms.md).
     if [ "$algorithm" = smooth_bursty ]; then extra=(--set 'rule.0.max_delay="0s"'); fi
+    if [ -n "${SET:-}" ]; then extra+=(--set "$SET"); fi
     "$sim" --scenario "simulations/scenarios/$scenario.toml" --set "cluster.nodes=$n" \
       --set "rule.0.algorithm=\"$algorithm\"" --set "duration=\"$duration\"" "${extra[@]}" \
       --seed 1 --seeds "$seeds" --jobs "$jobs" --json "$out" > /dev/null 2>&1
