@@ -172,6 +172,12 @@ struct ShareInputs {
   // burst's overshoot stays one (the Limiter's remembers_when; a log
   // carries only its runs' first periods', SlidingLog).
   bool repays_overshoot = true;
+  // The news of the key's consumption carries when it happened (its age:
+  // Limiter::key_news, for a sliding log or window), so the ledger's newest
+  // consumption is when it happened, not when it was heard of: a burst's
+  // end is that newest consumption (note_wake), not a horizon before it
+  // (docs/cluster.md, "A burst's end, where news carries its age").
+  bool news_aged = false;
   // A crowd's chance counts the nodes that ask (the Limiter's choice: a
   // sliding log's single askers, a sliding window's every asker): where it
   // does, the crowd a node's first request is thinned by is the live nodes
@@ -703,6 +709,7 @@ class FairShare {
   bool strict_ : 1 = false;
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
+  bool news_aged_ : 1 = false;           // ShareInputs::news_aged, as of the last epoch
 };
 
 // For ShareInputs::refill_fraction: the fraction of its next unit that an

@@ -389,13 +389,16 @@ struct DebtBurst {
   // `step_us` > 0: the key refills its 100 whole at each step's start (a
   // fixed window; ShareInputs::refill_step_us).
   // `woke_at`: the wake, if not kStart + 1 s (a step's start).
+  // `news_aged`: the news carries when its consumption happened
+  // (ShareInputs::news_aged: a sliding window's).
   DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t ahead = 0,
-            TimeUs step_us = 0, TimeUs woke_at = kStart + kUsPerSecond)
+            TimeUs step_us = 0, TimeUs woke_at = kStart + kUsPerSecond, bool news_aged = false)
       : in(debt_inputs(consumed_before, ahead)),
         before(consumed_before),
         woke(woke_at),
         asked_until_us(asked_until) {
     in.refill_step_us = step_us;
+    in.news_aged = news_aged;
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
     share.count(kStart);
     share.note_wake(before, before / 2, woke, kHorizonUs, kStart, kStart);
@@ -705,6 +708,27 @@ TEST(FairShareTest, ASlidingWindowsBurstAcrossAWindowsStartGetsBackOnlyWhatItsFi
   EXPECT_EQ(debt_after(2, 110), 0);
   EXPECT_EQ(debt_after(2, 100), -10);
   EXPECT_EQ(debt_after(2, 125), 15);  // beyond: a debt two windows on
+}
+
+// A burst's end, where news carries its age (ShareInputs::news_aged): the
+// newest consumption heard of is when it happened, and the burst ended
+// there, not a horizon before it. A sliding window's burst across a
+// window's start: it woke 100 ms before it, this node asked until 20 ms
+// after, and the newest consumption was 100 ms after (the burst's end).
+// Its window freed 10 by then, so 110 consumed of the 100 at the wake is
+// no debt. Taken a horizon earlier, as news without its age is (it comes
+// up to a horizon after the fact), the end is this node's last request:
+// 2 freed, a debt of 8 the cluster did not run up (docs/cluster.md, "A
+// burst's end, where news carries its age").
+TEST(FairShareTest, ABurstEndsAtItsNewestConsumptionWhereNewsCarriesItsAge) {
+  const auto debt_after = [](bool news_aged) {
+    DebtBurst burst(120'000, 0, 0, kUsPerSecond, kStart + 1'900'000, news_aged);
+    burst.in.forget_steps = 2;
+    burst.next_wake(110, burst.woke + 5 * kUsPerSecond, 100, 200'000);
+    return burst.share.debt();
+  };
+  EXPECT_EQ(debt_after(true), 0);
+  EXPECT_EQ(debt_after(false), 8);
 }
 
 // A wake that no epoch here followed (this node asked nothing since: most

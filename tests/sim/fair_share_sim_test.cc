@@ -757,12 +757,30 @@ TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartIsNotCreditedAWhole
 // job's first window, it came back in its second, whose estimate weighs
 // the first window's count less. The debt is held in the window after the
 // wake's too (docs/cluster.md, "A sliding window's debt, held a window
-// on"): -0.08..+0.27%. Bounded at 0.5%.
+// on"): -0.08..+0.27%; -0.11..+0.65% since a burst's end is its newest
+// news where news carries its age (below). Bounded at the issue's 1%,
+// which three of the four seeds missed before the debt was held on.
 TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartRepaysItsDebtInBothWindows) {
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     const Results r = run(periodic_across_a_window_start(20, "sliding_window", "120s"), seed);
-    EXPECT_LE(std::abs(r.error_ratio()), 0.005) << "seed " << seed;
+    EXPECT_LE(std::abs(r.error_ratio()), 0.01) << "seed " << seed;
   }
+}
+
+// The same on 200 nodes over 60 s: -2.37% (seeds 1-4 over 120 s
+// -3.40..-2.64%), 1,043 debts carried, though no job ran over its window's
+// room. A node's burst ended at its own last request or the newest
+// consumption it heard of less a horizon, as news without its age would
+// say; a sliding window's news carries its age, and many nodes' requests
+// stopped before the job's end, so they counted less of the window's
+// refill over the burst than it freed. The newest consumption is the
+// burst's end there (docs/cluster.md, "A burst's end, where news carries
+// its age"): -0.99%, 193 debts (seeds 1-4 over 120 s -0.96..-0.38%).
+// Bounded at 1.5% and 500 debts.
+TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartOn200NodesEndsWithItsNewestNews) {
+  const Results r = run(periodic_across_a_window_start(200, "sliding_window", "60s"), 1);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.015);
+  EXPECT_LT(r.core.share_debts_carried, 500u);
 }
 
 // Users asking now and then at 50 nodes (`hotkeys`' Zipf users, 300 of
