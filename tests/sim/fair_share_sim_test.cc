@@ -768,8 +768,8 @@ TEST(FairShareSimTest, APeriodicJobAcrossASlidingWindowsStartRepaysItsDebtInBoth
 }
 
 // The same on 200 nodes over 60 s: -2.37% (seeds 1-4 over 120 s
-// -3.40..-2.64%), 1,043 debts carried, though no job ran over its window's
-// room. A node's burst ended at its own last request or the newest
+// -3.40..-2.64%), 1,043 debts carried, though the run was under the
+// ideal. A node's burst ended at its own last request or the newest
 // consumption it heard of less a horizon, as news without its age would
 // say; a sliding window's news carries its age, and many nodes' requests
 // stopped before the job's end, so they counted less of the window's
