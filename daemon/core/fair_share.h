@@ -72,7 +72,8 @@
 // So at the next wake, what the burst consumed beyond what one bucket would
 // have admitted (the balance at its wake and its refill, in whole requests,
 // until its end: the last request this node was asked in it, or the newest
-// news of it less a horizon, if later) is carried: this node shares out its
+// news of it less a horizon, if later; the newest news itself where news
+// carries its age, ShareInputs::news_aged) is carried: this node shares out its
 // balance less that debt until the next wake (ShareInputs::carries_debt;
 // docs/cluster.md, "Fair shares": "A forgiven debt, carried"). A key new to
 // the cluster carries its first burst's alike. The mirror, a lost shortfall:
