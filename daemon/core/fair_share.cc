@@ -88,7 +88,8 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
   // heard of less a horizon (news arrives up to about a horizon after the
   // fact): a node whose own demand stopped early does not take the burst
   // for ended (an end too early takes a debt too large). Where the news
-  // carries its age (ShareInputs::news_aged), the newest consumption is
+  // carries its age (news_aged_: an algorithm that does not repay an
+  // overshoot, ShareInputs::repays_overshoot), the newest consumption is
   // when it happened: the burst's end itself. Less a horizon there, a
   // sliding window's job across a window's start ended early at the nodes
   // whose own requests stopped before its end, which counted less of the
@@ -230,7 +231,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     epoch_end_us_ = end;
     epoch_us_ = static_cast<std::uint32_t>(std::clamp<TimeUs>(end - now, 1, kMaxEpochUs));
   };
-  news_aged_ = in.news_aged;
+  news_aged_ = !in.repays_overshoot;
   const bool first_here = epoch_us_ == 0;
   if (first_here) {
     // The first epoch here: news of who else spends may still be arriving.

@@ -73,7 +73,7 @@
 // have admitted (the balance at its wake and its refill, in whole requests,
 // until its end: the last request this node was asked in it, or the newest
 // news of it less a horizon, if later; the newest news itself where news
-// carries its age, ShareInputs::news_aged) is carried: this node shares out its
+// carries its age, ShareInputs::repays_overshoot) is carried: this node shares out its
 // balance less that debt until the next wake (ShareInputs::carries_debt;
 // docs/cluster.md, "Fair shares": "A forgiven debt, carried"). A key new to
 // the cluster carries its first burst's alike. The mirror, a lost shortfall:
@@ -171,14 +171,13 @@ struct ShareInputs {
   // buckets, GCRA, the fixed window); a sliding log or window frees what it
   // admitted a period later whatever the cluster admitted meanwhile: a
   // burst's overshoot stays one (the Limiter's remembers_when; a log
-  // carries only its runs' first periods', SlidingLog).
-  bool repays_overshoot = true;
-  // The news of the key's consumption carries when it happened (its age:
-  // Limiter::key_news, for a sliding log or window), so the ledger's newest
+  // carries only its runs' first periods', SlidingLog). Such an
+  // algorithm's news carries when its consumption happened (its age:
+  // Limiter::key_news, for the same remembers_when), so the ledger's newest
   // consumption is when it happened, not when it was heard of: a burst's
   // end is that newest consumption (note_wake), not a horizon before it
   // (docs/cluster.md, "A burst's end, where news carries its age").
-  bool news_aged = false;
+  bool repays_overshoot = true;
   // A crowd's chance counts the nodes that ask (the Limiter's choice: a
   // sliding log's single askers, a sliding window's every asker): where it
   // does, the crowd a node's first request is thinned by is the live nodes
@@ -710,7 +709,7 @@ class FairShare {
   bool strict_ : 1 = false;
   bool refused_since_wake_ : 1 = false;  // note_refused since the last wake
   bool pool_carries_ : 1 = false;        // burst_pool_ is the carry's, not the crowding check's
-  bool news_aged_ : 1 = false;           // ShareInputs::news_aged, as of the last epoch
+  bool news_aged_ : 1 = false;           // !ShareInputs::repays_overshoot, as of the last epoch
 };
 
 // For ShareInputs::refill_fraction: the fraction of its next unit that an

@@ -855,7 +855,6 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     // every origin with an entry).
     in.new_burst = ledger_.quiet(state, now);
     in.repays_overshoot = repays;
-    in.news_aged = remembers_when(algorithm);  // key_news sends its age
     // Where an overshoot stays one (a sliding log or window), a crowd counts
     // the nodes that ask: a log's single askers, a window's every asker
     // (`coldkeys` at 200 nodes over 60 s, seed 1: the log -3.08% -> +0.67%,

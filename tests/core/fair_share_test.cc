@@ -25,6 +25,15 @@ ShareView view_of(std::uint32_t live) {
   return ShareView{.live_nodes = live, .horizon_us = kHorizonUs};
 }
 
+// What a node has heard once `spenders` origins spent a request each on
+// the key, itself among them if it `spent`.
+void heard_of_spenders(ShareInputs& in, std::uint32_t spenders, bool spent) {
+  in.others = spent ? spenders - 1 : spenders;
+  in.has_own = spent;
+  in.own_consumed = spent ? 1 : 0;
+  in.all_consumed = spenders;
+}
+
 // Requests of cost 1 admitted within the share (kCredit, spent) in one
 // epoch, of `tries`.
 int spend_epoch(FairShare& share, int tries, TimeUs now) {
@@ -248,10 +257,7 @@ TEST(FairShareTest, NodesWhoseProbeAdmittedNothingShareTheEighthAsManyWaysAsTheP
     ShareInputs in{.headroom = kPool, .spenders = kNodes, .dither_seed = node + 1u};
     share.start_epoch(view_of(kNodes), in, kStart);
     ASSERT_TRUE(share.probing());
-    in.others = spent ? 9 : 10;
-    in.has_own = spent;
-    in.own_consumed = spent ? 1 : 0;
-    in.all_consumed = 10;
+    heard_of_spenders(in, 10, spent);
     share.start_epoch(view_of(kNodes), in, after_young);
     const int admitted = spend_epoch(share, 2 * kPool, after_young);
     total += admitted;
@@ -301,10 +307,7 @@ TEST(FairShareTest, AFixedWindowsNextWindowIsSharedWhileYoungAsItsProbeWas) {
                      .forget_steps = forget_steps};
       share.start_epoch(view_of(kNodes), in, probed);
       EXPECT_TRUE(share.probing());
-      in.others = spent ? 59 : 60;
-      in.has_own = spent;
-      in.own_consumed = spent ? 1 : 0;
-      in.all_consumed = 60;
+      heard_of_spenders(in, 60, spent);
       share.start_epoch(view_of(kNodes), in, young_at);
       EXPECT_TRUE(share.young(young_at));
       total += spend_epoch(share, 10, young_at);
@@ -389,8 +392,8 @@ struct DebtBurst {
   // `step_us` > 0: the key refills its 100 whole at each step's start (a
   // fixed window; ShareInputs::refill_step_us).
   // `woke_at`: the wake, if not kStart + 1 s (a step's start).
-  // `news_aged`: the news carries when its consumption happened
-  // (ShareInputs::news_aged: a sliding window's).
+  // `news_aged`: the news carries when its consumption happened (a sliding
+  // window's, which repays no overshoot: ShareInputs::repays_overshoot).
   DebtBurst(TimeUs asked_until, std::uint64_t consumed_before, std::int64_t ahead = 0,
             TimeUs step_us = 0, TimeUs woke_at = kStart + kUsPerSecond, bool news_aged = false)
       : in(debt_inputs(consumed_before, ahead)),
@@ -398,7 +401,7 @@ struct DebtBurst {
         woke(woke_at),
         asked_until_us(asked_until) {
     in.refill_step_us = step_us;
-    in.news_aged = news_aged;
+    in.repays_overshoot = !news_aged;
     share.start_epoch(view_of(2), in, kStart);  // marks; weighs half
     share.count(kStart);
     share.note_wake(before, before / 2, woke, kHorizonUs, kStart, kStart);
@@ -710,7 +713,7 @@ TEST(FairShareTest, ASlidingWindowsBurstAcrossAWindowsStartGetsBackOnlyWhatItsFi
   EXPECT_EQ(debt_after(2, 125), 15);  // beyond: a debt two windows on
 }
 
-// A burst's end, where news carries its age (ShareInputs::news_aged): the
+// A burst's end, where news carries its age (ShareInputs::repays_overshoot): the
 // newest consumption heard of is when it happened, and the burst ended
 // there, not a horizon before it. A sliding window's burst across a
 // window's start: it woke 100 ms before it, this node asked until 20 ms
