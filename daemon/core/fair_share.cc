@@ -205,8 +205,25 @@ TimeUs FairShare::wake_end_in_step_us(const ShareView& view, TimeUs now, int hor
                                       TimeUs step_us) const {
   assert(step_us > 0);
   const TimeUs end = wake_end_us(view, now, horizons);
-  if (end > 0 && step_index(end - 1, step_us) == step_index(woke_us_, step_us)) return end;
-  return wake_end_us(view, now);
+  if (end == 0) return 0;
+  const TimeUs step_end = step_end_us(woke_us_, step_us);
+  return now < step_end ? std::min(end, step_end) : 0;
+}
+
+TimeUs FairShare::step_end_us(TimeUs t, TimeUs step_us) {
+  assert(step_us > 0);
+  return static_cast<TimeUs>((step_index(t, step_us) + 1) * step_us);
+}
+
+bool FairShare::first_in_new_step(TimeUs now, TimeUs step_us) const {
+  assert(step_us > 0);
+  if (epoch_us_ == 0) return false;
+  // The last epoch's start (its length is clamped only past kMaxEpochUs,
+  // and then the start found is later: a first epoch may be missed, none
+  // is found wrongly).
+  const TimeUs last_start_us = epoch_end_us_ - epoch_us_;
+  const i128 step = step_index(now, step_us);
+  return step_index(last_start_us, step_us) < step && step_index(woke_us_, step_us) < step;
 }
 
 bool FairShare::drop_crowd_marks(TimeUs now) {
@@ -393,6 +410,11 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
       }
     }
     spent_since_wake = i128(spent_own) << kFractionBits;
+  } else if (in.from_step) {
+    // The step's pool as it stood at its start, nothing spent here since
+    // (this node's first epoch in it; the last one ended with its step).
+    assert(in.whole_steps());
+    shared = units(std::max<std::int64_t>(0, in.capacity - debt_));
   }
   if (burst_pool_ < 0 && woke_us_ > 0 && now < woke_us_ + view.horizon_us) {
     // The first epoch within a horizon of the wake notes the pool as it

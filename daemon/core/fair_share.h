@@ -198,6 +198,13 @@ struct ShareInputs {
   // sooner where a log starts freeing, kLogEpochCutFrom), else a horizon on.
   bool from_wake = false;
   TimeUs epoch_end_us = 0;
+  // Without from_wake: share the pool as it stood at the start of the
+  // current step (whole_steps: a fixed window's limit, less the debt) where
+  // this epoch is this node's first in a step the key's burst went on
+  // into (FairShare::first_in_new_step; the Limiter's choice, where demand
+  // here is dense): news of what others spent in it since comes late, and
+  // all shared one pool.
+  bool from_step = false;
   // With from_wake: take the last burst's error from the pool (above), and
   // note the pool shared, for the next wake.
   bool carry_burst_error = false;
@@ -484,12 +491,15 @@ class FairShare {
     const TimeUs end = woke_us_ + horizons * view.horizon_us;
     return woke_us_ > 0 && now < end ? end : 0;
   }
-  // The same over `horizons`, where they end within the step of `step_us`
-  // the wake lies in (a fixed window's window, whose pool stands until it
-  // ends); else over one horizon: past the step's end the next step's
-  // refill comes back whole, which an epoch's refill (the headroom at its
-  // end less now) does not count where the step was not spent at the wake.
+  // The same over `horizons`, but no later than the end of the step of
+  // `step_us` the wake lies in (a fixed window's window, whose pool stands
+  // until it ends), and 0 once `now` is past it: the next step's room
+  // comes back whole, its own pool, not the wake's (docs/cluster.md, "A
+  // fixed window's epoch ends with its window").
   TimeUs wake_end_in_step_us(const ShareView& view, TimeUs now, int horizons, TimeUs step_us) const;
+  // The end of the step of `step_us` that `t` lies in (steps at its
+  // multiples).
+  static TimeUs step_end_us(TimeUs t, TimeUs step_us);
   // Whether a request of `cost` may pass. Changes nothing: a check may be
   // decided twice; count() it once.
   Answer ask(std::int64_t cost, TimeUs now) const;
@@ -570,6 +580,11 @@ class FairShare {
   // An epoch started here before: the first (a probe, or the whole balance)
   // is over once the next starts.
   bool met_before() const { return epoch_us_ != 0; }
+  // The epoch starting now is this node's first in the step of `step_us`
+  // (steps at its multiples) `now` lies in, which began after its last
+  // epoch's start and after the key's last wake: the burst went on into
+  // it. False where no epoch started here yet.
+  bool first_in_new_step(TimeUs now, TimeUs step_us) const;
   bool dense(TimeUs now) const { return dense_until_us_ >= 0 && now < dense_until_us_; }
 
   // A share's credit counts in 2^-kFractionBits of a unit.

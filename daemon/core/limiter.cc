@@ -734,17 +734,18 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (repays) {
       // A fixed window frees nothing until its window ends: where demand
       // here is dense, the wake's pool is shared over
-      // kFixedWindowWakeHorizons, a burst in one epoch, if they end within
-      // the wake's window; with one horizon the next epochs re-shared the
+      // kFixedWindowWakeHorizons, a burst in one epoch, up to the wake's
+      // window's end; with one horizon the next epochs re-shared the
       // balance from views that had not yet heard of the first ones'
       // spending, and the debt repaid it only a job late (`periodic` at 20
       // nodes, 30 s, seeds 1-4: +1.08% mean, +0.04% so; docs/cluster.md,
-      // "A fixed window's burst in one epoch").
-      wake_end =
-          algorithm == Algorithm::kFixedWindow && dense
-              ? share.wake_end_in_step_us(share_view_, now, FairShare::kFixedWindowWakeHorizons,
-                                          p.params.period_us)
-              : share.wake_end_us(share_view_, now);
+      // "A fixed window's burst in one epoch"). None in a later window:
+      // its pool is its own (FairShare::wake_end_in_step_us; below).
+      wake_end = algorithm == Algorithm::kFixedWindow
+                     ? share.wake_end_in_step_us(share_view_, now,
+                                                 dense ? FairShare::kFixedWindowWakeHorizons : 1,
+                                                 p.params.period_us)
+                     : share.wake_end_us(share_view_, now);
     } else if (log_in_burst) {
       wake_end = share.wake_end_us(share_view_, now, FairShare::kLogWakeHorizons);
       in.carry_burst_error = wake_end > 0;
@@ -757,6 +758,30 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     in.from_wake = wake_end > 0;
     if (single_in_crowd && in.from_wake) ++stats_.share_single_crowd_epochs;
     in.epoch_end_us = in.from_wake ? wake_end : now + share_view_.horizon_us;
+    // The refill is what the algorithm frees by the epoch's end, within it.
+    TimeUs refill_at_us = in.epoch_end_us;
+    if (algorithm == Algorithm::kFixedWindow) {
+      // A fixed window's room comes back whole at its window's end: an
+      // epoch that ran past it shared one window's room over both sides
+      // of the edge (the headroom now, or the next window's whole limit as
+      // its refill), and 200 nodes whose jobs cross a window's start
+      // (`periodic` from 3.9 s) admitted 72 of the second window's 100. So
+      // the epoch ends with its window, and its refill is what the window
+      // frees before that end: nothing. And a dense node's first epoch in a
+      // window the key's burst went on into shares that window's pool as it
+      // stood at its start (the limit, less the debt: ShareInputs::
+      // from_step), over kFixedWindowWakeHorizons, as the wake's epoch
+      // shares the wake's: the nodes whose first request in the window came
+      // after others' news shared only what those had left (docs/cluster.md,
+      // "A fixed window's epoch ends with its window").
+      const TimeUs window_end_us = FairShare::step_end_us(now, p.params.period_us);
+      if (!in.from_wake && dense && share.first_in_new_step(now, p.params.period_us)) {
+        in.from_step = true;
+        in.epoch_end_us = now + FairShare::kFixedWindowWakeHorizons * share_view_.horizon_us;
+      }
+      in.epoch_end_us = std::min(in.epoch_end_us, window_end_us);
+      if (in.epoch_end_us == window_end_us) refill_at_us = window_end_us - 1;
+    }
     if (p.token_bucket) {
       // With the fraction of a token the bucket holds and the one the epoch
       // adds, as the bucket itself keeps them: rounded down, an epoch about
@@ -776,9 +801,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
                           : evaluate_state(p.state != nullptr ? *p.state : scratch.fresh_state,
                                            scratch.effective, cost, at);
       };
-      const auto at_epoch_end = [&](std::int64_t cost) {
-        return evaluate_at(cost, in.epoch_end_us);
-      };
+      const auto at_epoch_end = [&](std::int64_t cost) { return evaluate_at(cost, refill_at_us); };
       // A log frees its room when its entries leave, at times the log knows,
       // and each node's log refuses only beyond its own view's room: a share
       // of what frees later in the epoch, spendable at once, let every node

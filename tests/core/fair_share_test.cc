@@ -1476,20 +1476,83 @@ TEST(FairShareTest, ACrowdOnALogOrAWindowCountsTheNodesThatAsk) {
 }
 
 // A fixed window's burst in one epoch (wake_end_in_step_us): the wake's
-// horizons where they end within the window the wake lies in, else one.
+// horizons, up to the end of the window the wake lies in; none once that
+// window is over, even within the wake's horizon: the next window's pool
+// is its own (docs/cluster.md, "A fixed window's epoch ends with its
+// window").
 TEST(FairShareTest, AWakesEpochSpansItsHorizonsOnlyWithinTheWakesStep) {
   constexpr TimeUs kStepUs = 1'000'000;
-  const auto end_after_wake_at = [&](TimeUs wake, TimeUs now) {
+  const auto end_after_wake_at = [&](TimeUs wake, TimeUs now, int horizons = 3) {
     FairShare share;
     share.note_wake(0, 0, wake, kHorizonUs, wake - 10 * kHorizonUs);
-    return share.wake_end_in_step_us(view_of(20), now, 3, kStepUs);
+    return share.wake_end_in_step_us(view_of(20), now, horizons, kStepUs);
   };
   const TimeUs step_start = 10 * kStepUs;
+  const TimeUs step_end = step_start + kStepUs;
+  EXPECT_EQ(FairShare::step_end_us(step_start, kStepUs), step_end);
+  EXPECT_EQ(FairShare::step_end_us(step_end - 1, kStepUs), step_end);
   EXPECT_EQ(end_after_wake_at(step_start, step_start + 1), step_start + 3 * kHorizonUs);
-  const TimeUs late = step_start + kStepUs - kHorizonUs;  // three would cross the step's end
-  EXPECT_EQ(end_after_wake_at(late, late + 1), late + kHorizonUs);
+  const TimeUs late = step_end - kHorizonUs;  // three would cross the step's end
+  EXPECT_EQ(end_after_wake_at(late, late + 1), step_end);
   EXPECT_EQ(end_after_wake_at(late, late + kHorizonUs), 0);
   EXPECT_EQ(end_after_wake_at(step_start, step_start + 3 * kHorizonUs), 0);
+  // Half a horizon before the step's end: even one horizon ends there, and
+  // past it the wake's pool is no longer shared.
+  const TimeUs later = step_end - kHorizonUs / 2;
+  EXPECT_EQ(end_after_wake_at(later, later + 1), step_end);
+  EXPECT_EQ(end_after_wake_at(later, later + 1, 1), step_end);
+  EXPECT_EQ(end_after_wake_at(later, step_end + 1, 1), 0);
+  EXPECT_EQ(end_after_wake_at(later, step_end + 1), 0);
+}
+
+// A fixed window's pool stands until its window ends, and news of what
+// others spent in it comes a horizon late. Ten nodes: this one spent none
+// of the 600 the key's last epochs here saw, so it weighs (0 + 1/10) / 8 =
+// 1/80. Its first epoch in a new window comes 50 ms in, after the nine
+// others spent 600 of the window's 1,000 (its headroom 400): sharing what
+// is left it gets 400 / 80 = 5; sharing the window's pool as it stood at
+// its start (from_step), 1,000 / 80 = 12.5, as the nine did. A first epoch
+// in a window is one in a window later than this node's last epoch's start
+// and the key's wake (first_in_new_step).
+TEST(FairShareTest, AFixedWindowsFirstEpochInANewWindowSharesItAsItStoodAtItsStart) {
+  constexpr TimeUs kStepUs = kUsPerSecond;
+  const TimeUs window = kStart + 10 * kStepUs;  // a window's start
+  const ShareInputs before{.headroom = 1000,
+                           .others = 9,
+                           .has_own = true,
+                           .own_consumed = 100,
+                           .all_consumed = 1000,
+                           .dither_seed = 3,
+                           .carries_debt = true,
+                           .rate_limit = 1000,
+                           .rate_period_us = kStepUs,
+                           .capacity = 1000,
+                           .refill_step_us = kStepUs};
+  const TimeUs now = window + kHorizonUs / 2;
+  const auto spent = [&](bool from_step) {
+    FairShare share;
+    share.start_epoch(view_of(10), before, window - 5 * kHorizonUs);  // the window before
+    EXPECT_FALSE(share.first_in_new_step(window - 1, kStepUs));
+    EXPECT_TRUE(share.first_in_new_step(now, kStepUs));
+    ShareInputs in = before;
+    in.headroom = 400;
+    in.all_consumed = 1600;
+    in.from_step = from_step;
+    share.start_epoch(view_of(10), in, now);
+    EXPECT_FALSE(share.first_in_new_step(now + 1, kStepUs));  // its second
+    return spend_epoch(share, 100, now);
+  };
+  const int left = spent(false);
+  const int at_start = spent(true);
+  EXPECT_GE(left, 5);
+  EXPECT_LE(left, 6);
+  EXPECT_GE(at_start, 12);
+  EXPECT_LE(at_start, 13);
+  // Not where the key woke in this window: the wake's epoch shares its pool.
+  FairShare woke;
+  woke.start_epoch(view_of(10), before, window - 5 * kHorizonUs);
+  woke.note_wake(1000, 100, window + 1, kHorizonUs, window - 5 * kHorizonUs);
+  EXPECT_FALSE(woke.first_in_new_step(now, kStepUs));
 }
 
 // The askers' floor, told (share_askers_floored): a node that asked in none
@@ -1824,6 +1887,33 @@ TEST(LimiterShareLogTest, ALogsEpochEndsWhereItsRoomStartsToFree) {
   }
   EXPECT_GE(admitted_after, 10);
   EXPECT_EQ(limiter->stats().share_epochs, epochs + 2);
+}
+
+// A fixed window's room comes back whole at its window's end: an epoch
+// that starts 30 ms before it (here the key's wake, a second after the
+// nine peers' news) ends there, not a horizon on, and shares this window's
+// room alone; the next window's first request starts the next epoch
+// (docs/cluster.md, "A fixed window's epoch ends with its window").
+TEST(LimiterShareFixedWindowTest, AnEpochEndsWithItsWindow) {
+  const std::unique_ptr<Limiter> limiter = make_shared_limiter(Algorithm::kFixedWindow);
+  key_after_nine_peers(*limiter);  // kStart is a window's start
+  const TimeUs window_end = kStart + kUsPerSecond;
+  const TimeUs before = window_end - 30'000;
+  int admitted = 0;
+  CheckOutput refused;
+  for (int i = 0; i < 1000 && refused.rules.empty(); ++i) {
+    const CheckOutput out = check_search(*limiter, before);
+    if (out.allowed) ++admitted;
+    if (!out.allowed) refused = out;
+  }
+  ASSERT_FALSE(refused.rules.empty());
+  EXPECT_EQ(refused.rules[0].retry_after_us, window_end - before);
+  // About a tenth of the window's 991 left: the share, not the window.
+  EXPECT_GE(admitted, 50);
+  EXPECT_LE(admitted, 150);
+  const std::uint64_t epochs = limiter->stats().share_epochs;
+  EXPECT_TRUE(check_search(*limiter, window_end).allowed);
+  EXPECT_EQ(limiter->stats().share_epochs, epochs + 1);
 }
 
 // Sparse demand on a log (a request now and then) does not wait two

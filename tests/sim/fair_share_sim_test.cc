@@ -731,11 +731,36 @@ TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartIsSharedBothWindows) 
 // windows"); and at the key's first job the nodes, still young, shared the
 // second window's fresh 100 at a third of their weights: 38 admitted ("A
 // fresh window, shared as a probe"). With both: -2.42% (seeds 1-4 over
-// 120 s -2.75..-1.85%): bounded at 3%, still beyond the issue's 1%.
+// 120 s -2.75..-1.85%): the epochs ran past the window's end, and the later
+// starters in the second window shared what the first had left. An epoch
+// ends with its window, and a dense node's first in the next shares that
+// window's pool as it stood at its start ("A fixed window's epoch ends with
+// its window"): -0.62% (seeds 1-4 over 120 s -0.77..-0.33%). Bounded at
+// the issue's 1%.
 TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartOn200NodesKeepsBothWindows) {
   const Results r = run(periodic_across_a_window_start(200, "fixed_window", "60s"), 1);
-  EXPECT_LE(std::abs(r.error_ratio()), 0.03);
+  EXPECT_LE(std::abs(r.error_ratio()), 0.01);
   EXPECT_GT(r.core.share_credits_carried, 0u);
+}
+
+// The same job across a window's start at 20 nodes, window by window: each
+// job's first window admitted about 160 and its second about 40 (seeds
+// 1-4 over 30 s: 1 s windows 0.61-0.68 x the limit above the ideal's and
+// 0.61-0.69 x below it; the fewest in a later window 0.31-0.39 x the
+// limit), the run within 1% only as their sum. With each epoch ending with
+// its window and the next window shared as it stood at its start (docs/
+// cluster.md, "A fixed window's epoch ends with its window"): 0.02-0.07 x
+// either way, the fewest 0.93-0.98 x. Bounded at 0.2 x the limit either
+// way and the issue's half of the limit.
+TEST(FairShareSimTest, APeriodicJobAcrossAFixedWindowsStartKeepsEachWindowNearTheIdeal) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    const Results r = run(periodic_across_a_window_start(20, "fixed_window"), seed);
+    const double limit = r.limit_per_window();
+    EXPECT_LE(static_cast<double>(r.worst_over_window), 0.2 * limit) << "seed " << seed;
+    EXPECT_LE(static_cast<double>(r.worst_under_window), 0.2 * limit) << "seed " << seed;
+    EXPECT_GE(static_cast<double>(r.least_window_admitted), 0.5 * limit) << "seed " << seed;
+    EXPECT_LE(std::abs(r.error_ratio()), 0.01) << "seed " << seed;
+  }
 }
 
 // The same job across a window's start on a sliding window at 20 nodes:
