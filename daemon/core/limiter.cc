@@ -767,7 +767,9 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // its refill), and 200 nodes whose jobs cross a window's start
       // (`periodic` from 3.9 s) admitted 72 of the second window's 100. So
       // the epoch ends with its window, and its refill is what the window
-      // frees before that end: nothing. And a dense node's first epoch in a
+      // frees before that end: nothing. (Not a probe's, FairShare's: cut,
+      // the next epoch would find no news yet and take the whole
+      // balance.) And a dense node's first epoch in a
       // window the key's burst went on into shares that window's pool as it
       // stood at its start (the limit, less the debt: ShareInputs::
       // from_step), over kFixedWindowWakeHorizons, as the wake's epoch
