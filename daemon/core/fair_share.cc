@@ -250,13 +250,43 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   };
   news_aged_ = !in.repays_overshoot;
   const bool first_here = epoch_us_ == 0;
+  // A fixed window's burst is shared in one epoch (the wake's, over
+  // kFixedWindowWakeHorizons), so its weights are the burst's whole
+  // allocation, and where they sum above one the burst overshoots its pool.
+  // Marks moved at an epoch's start once kWeightWindowUs had passed, in a
+  // burst, where each node had heard a different part of it: a node whose
+  // mark came late in the last burst counted all of its own spending there
+  // against only the part of the others' it had not yet heard of (`periodic`
+  // at 200 nodes: one node's weight 0.064, 7 x the others', a job's weights
+  // summing to 1.01-1.20, each job 10-25 beyond its pool). So where the
+  // room comes back in whole steps the marks move at a wake, to the sums
+  // just before it, and the long window ends there: whole bursts, the same
+  // at every node that heard them (docs/cluster.md, "A fixed window's
+  // weights, from whole bursts"). A key's first marks are still taken at
+  // this node's first epoch (its second burst weighs the first from there):
+  // a key new to the cluster marked from nothing, its first burst whole
+  // too, took `coldkeys` at 50 nodes to 1.48 x the limit in its second
+  // second (1.25 x). Other algorithms keep their marks: their later epochs
+  // in a burst share again what the first mis-weighed, and marked so the
+  // token bucket, smooth bursty, GCRA and the sliding log fell 0.7-0.8
+  // points further below the ideal (the same scenario, 120 s).
+  const bool burst_marks = in.whole_steps();
   if (first_here) {
     // The first epoch here: news of who else spends may still be arriving.
     young_until_us_ = now + view.horizon_us;
     prev_own_ = mark_own_ = in.own_consumed;
     prev_all_ = mark_all_ = in.all_consumed;
     mark_us_ = now;
-  } else if (now - mark_us_ >= kWeightWindowUs) {
+  } else if (burst_marks && in.from_wake && woke_us_ > mark_us_ &&
+             woke_us_ - mark_us_ >= kWeightWindowUs) {
+    prev_own_ = mark_own_;
+    prev_all_ = mark_all_;
+    mark_own_ = own_at_wake_;
+    mark_all_ = all_at_wake_;
+    mark_us_ = woke_us_;
+  } else if (now - mark_us_ >= (burst_marks ? 2 : 1) * kWeightWindowUs) {
+    // (Where the marks are a burst's, only where no wake moved them for
+    // twice the window: demand without quiet spells.)
     prev_own_ = mark_own_;
     prev_all_ = mark_all_;
     mark_own_ = in.own_consumed;
@@ -344,9 +374,14 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // This node's part of the consumption since the previous mark, and of the
   // current window alone once it spans a few horizons (so a node whose
   // peers stopped grows its share within a second, not two windows).
-  const std::uint64_t own_long =
-      std::min(since(in.own_consumed, prev_own_), since(in.all_consumed, prev_all_));
-  const std::uint64_t all_long = since(in.all_consumed, prev_all_);
+  // Where the marks are a burst's and this epoch is the burst's (from the
+  // wake they were moved to), the long window ends at the mark.
+  const bool whole_bursts =
+      burst_marks && in.from_wake && mark_us_ == woke_us_ && mark_all_ > prev_all_;
+  const std::uint64_t own_to = whole_bursts ? mark_own_ : in.own_consumed;
+  const std::uint64_t all_to = whole_bursts ? mark_all_ : in.all_consumed;
+  const std::uint64_t own_long = std::min(since(own_to, prev_own_), since(all_to, prev_all_));
+  const std::uint64_t all_long = since(all_to, prev_all_);
   i128 weight = all_long > 0 ? kOne * own_long / all_long : kOne / seen;
   const std::uint64_t all_now = since(in.all_consumed, mark_all_);
   if (now - mark_us_ >= 4 * view.horizon_us && all_now > 0) {

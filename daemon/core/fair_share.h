@@ -628,7 +628,10 @@ class FairShare {
   TimeUs dense_until_us_ = -1;  // demand dense until then (-1: never was)
   TimeUs young_until_us_ = 0;   // a probe's news may still be arriving: share n ways
   // Consumption marks, every kWeightWindowUs: the weights cover the time
-  // since the previous mark (one to two windows).
+  // since the previous mark (one to two windows). Where the room comes
+  // back in whole steps (a fixed window), at a wake instead, to the sums
+  // just before it, and a wake's epoch weighs the bursts between the two
+  // marks (start_epoch).
   TimeUs mark_us_ = 0;
   std::uint64_t mark_own_ = 0;
   std::uint64_t mark_all_ = 0;

@@ -1505,6 +1505,55 @@ TEST(FairShareTest, AWakesEpochSpansItsHorizonsOnlyWithinTheWakesStep) {
   EXPECT_EQ(end_after_wake_at(later, step_end + 1), 0);
 }
 
+// A fixed window's weights, from whole bursts: two nodes spend on a key a
+// job every 5 s, B's first request of a job coming after news of A's 60.
+// At the next job's wake B weighs its part of the whole last job, 40 of
+// 100, not its 40 against the 40 of others' it had not heard of at its
+// first epoch in that job (where its marks moved): (7 x 0.4 + 1/2) / 8 =
+// 0.41 of the pool of 100, where before it took (7 x 1 + 1/2) / 8 = 0.94
+// and the two nodes' weights summed to 1.5 (docs/cluster.md, "A fixed
+// window's weights, from whole bursts"). A bucket's marks are as before.
+TEST(FairShareTest, AFixedWindowsWeightsComeFromWholeBursts) {
+  constexpr TimeUs kStepUs = kUsPerSecond;
+  const TimeUs first_job = kStart + 5 * kStepUs;
+  const TimeUs second_job = first_job + 5 * kStepUs;
+  const auto spent_at_second_job = [&](TimeUs step_us) {
+    FairShare b;
+    ShareInputs in{.headroom = 100,
+                   .others = 1,
+                   .has_own = true,
+                   .own_consumed = 100,
+                   .all_consumed = 1000,
+                   .dither_seed = 11,
+                   .carries_debt = true,
+                   .rate_limit = 100,
+                   .rate_period_us = kStepUs,
+                   .capacity = 100,
+                   .refill_step_us = step_us};
+    b.start_epoch(view_of(2), in, kStart);
+    // The first job: B's first request after news of A's 60.
+    (void)b.note_wake(1000, 100, first_job, kHorizonUs, kStart);
+    in.from_wake = true;
+    in.epoch_end_us = first_job + 3 * kHorizonUs;
+    in.headroom = 40;
+    in.all_consumed = 1060;
+    b.start_epoch(view_of(2), in, first_job + 50'000);
+    // B spends 40 of the job's 100; the second job.
+    (void)b.note_wake(1100, 140, second_job, kHorizonUs, first_job + 200'000);
+    in.epoch_end_us = second_job + 3 * kHorizonUs;
+    in.headroom = 100;
+    in.own_consumed = 140;
+    in.all_consumed = 1100;
+    const TimeUs now = second_job + 10'000;
+    b.start_epoch(view_of(2), in, now);
+    return spend_epoch(b, 200, now);
+  };
+  const int whole_steps = spent_at_second_job(kStepUs);
+  EXPECT_GE(whole_steps, 40);
+  EXPECT_LE(whole_steps, 42);
+  EXPECT_GE(spent_at_second_job(0), 90);  // a bucket's inputs: marks as before
+}
+
 // A fixed window's pool stands until its window ends, and news of what
 // others spent in it comes a horizon late. Ten nodes: this one spent none
 // of the 600 the key's last epochs here saw, so it weighs (0 + 1/10) / 8 =
