@@ -768,14 +768,14 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       // (`periodic` from 3.9 s) admitted 72 of the second window's 100. So
       // the epoch ends with its window, and its refill is what the window
       // frees before that end: nothing. (Not a probe's, FairShare's: cut,
-      // the next epoch would find no news yet and take the whole
-      // balance.) And a dense node's first epoch in a
-      // window the key's burst went on into shares that window's pool as it
-      // stood at its start (the limit, less the debt: ShareInputs::
-      // from_step), over kFixedWindowWakeHorizons, as the wake's epoch
-      // shares the wake's: the nodes whose first request in the window came
-      // after others' news shared only what those had left (docs/cluster.md,
-      // "A fixed window's epoch ends with its window").
+      // the next epoch would find no news yet and take the whole balance.)
+      // And a dense node's first epoch in a window the key's burst went on
+      // into shares that window's pool as it stood at its start (the limit,
+      // less the debt: ShareInputs::from_step), over
+      // kFixedWindowWakeHorizons, as the wake's epoch shares the wake's: the
+      // nodes whose first request in the window came after others' news
+      // shared only what those had left (docs/cluster.md, "A fixed window's
+      // epoch ends with its window").
       const TimeUs window_end_us = FairShare::step_end_us(now, p.params.period_us);
       if (!in.from_wake && dense && share.first_in_new_step(now, p.params.period_us)) {
         in.from_step = true;
