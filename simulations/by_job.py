@@ -19,9 +19,10 @@ be told from its effect on their sum.
 """
 import argparse
 import collections
-import csv
 import math
 import sys
+
+import requests_rows
 
 
 def main():
@@ -46,25 +47,18 @@ def main():
     admitted = collections.Counter()  # job -> cost admitted
     ideal = collections.Counter()
     in_window = collections.defaultdict(collections.Counter)  # job -> window -> (admitted, ideal)
-    with open(args.requests, newline="") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
-            try:
-                t_us = int(row["t_us"])
-                cost = int(row["cost"])
-                allowed, ideal_allowed = int(row["admitted"]), int(row["ideal"])
-            except (KeyError, TypeError, ValueError) as e:
-                sys.exit(f"by_job.py: {args.requests}:{line}: not a requests row ({e})")
-            if t_us < start_us:
-                continue
-            job, into_us = divmod(t_us - start_us, every_us)
-            if allowed:
-                admitted[job] += cost
-            if ideal_allowed:
-                ideal[job] += cost
-            if window_us > 0 and into_us < span_us:
-                w = into_us // window_us
-                in_window[job][(w, 0)] += cost if allowed else 0
-                in_window[job][(w, 1)] += cost if ideal_allowed else 0
+    for r in requests_rows.read(args.requests, "by_job.py"):
+        if r.t_us < start_us:
+            continue
+        job, into_us = divmod(r.t_us - start_us, every_us)
+        if r.admitted:
+            admitted[job] += r.cost
+        if r.ideal:
+            ideal[job] += r.cost
+        if window_us > 0 and into_us < span_us:
+            w = into_us // window_us
+            in_window[job][(w, 0)] += r.cost if r.admitted else 0
+            in_window[job][(w, 1)] += r.cost if r.ideal else 0
 
     jobs = sorted(set(admitted) | set(ideal))
     if not jobs:

@@ -19,8 +19,9 @@ then the total.
 """
 import argparse
 import bisect
-import csv
 import sys
+
+import requests_rows
 
 DEFAULT_EDGES = "0,5,20,50,100,150,200,267,350,500,1000"
 
@@ -49,22 +50,15 @@ def main():
     admitted = [0] * bands
     ideal = [0] * bands
     from_us = args.from_s * 1e6
-    with open(args.requests, newline="") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
-            try:
-                t_us, key, cost = int(row["t_us"]), int(row["key"]), int(row["cost"])
-                stream = int(row["stream"])
-                was_admitted, ideal_admitted = row["admitted"] == "1", row["ideal"] == "1"
-            except (KeyError, TypeError, ValueError):
-                sys.exit(f"by_rank.py: {args.requests}:{line}: not a --requests row: {row}")
-            if args.stream is not None and stream != args.stream:
-                continue
-            if t_us < from_us or key < edges[0] or key >= edges[-1]:
-                continue
-            band = bisect.bisect_right(edges, key) - 1
-            demand[band] += cost
-            admitted[band] += cost if was_admitted else 0
-            ideal[band] += cost if ideal_admitted else 0
+    for r in requests_rows.read(args.requests, "by_rank.py"):
+        if args.stream is not None and r.stream != args.stream:
+            continue
+        if r.t_us < from_us or r.key < edges[0] or r.key >= edges[-1]:
+            continue
+        band = bisect.bisect_right(edges, r.key) - 1
+        demand[band] += r.cost
+        admitted[band] += r.cost if r.admitted else 0
+        ideal[band] += r.cost if r.ideal else 0
 
     def percent(a, i):
         return f"{100 * (a - i) / i:+.2f}%" if i > 0 else "-"

@@ -21,8 +21,9 @@ Prints, per second: the cluster's admissions, the ideal's, and the room lost
 """
 import argparse
 import collections
-import csv
 import sys
+
+import requests_rows
 
 
 def main():
@@ -41,30 +42,23 @@ def main():
     admitted = collections.Counter()
     ideal = collections.Counter()
     lost = collections.Counter()
-    with open(args.requests, newline="") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
-            try:
-                t_us = int(row["t_us"])
-                key = (row["stream"], row["key"])
-                cost = int(row["cost"])
-                allowed, ideal_allowed = int(row["admitted"]), int(row["ideal"])
-            except (KeyError, TypeError, ValueError) as e:
-                sys.exit(f"lost_at_cap.py: {args.requests}:{line}: not a requests row ({e})")
-            second = t_us // 1_000_000
-            if key not in level:
-                level[key] = args.burst
-            else:
-                refilled = level[key] + args.rate * (t_us - last_us[key]) / 1e6
-                if refilled > args.burst:
-                    lost[second] += refilled - args.burst
-                    refilled = args.burst
-                level[key] = refilled
-            last_us[key] = t_us
-            if allowed:
-                level[key] -= cost
-                admitted[second] += cost
-            if ideal_allowed:
-                ideal[second] += cost
+    for r in requests_rows.read(args.requests, "lost_at_cap.py"):
+        key = (r.stream, r.key)
+        second = r.t_us // 1_000_000
+        if key not in level:
+            level[key] = args.burst
+        else:
+            refilled = level[key] + args.rate * (r.t_us - last_us[key]) / 1e6
+            if refilled > args.burst:
+                lost[second] += refilled - args.burst
+                refilled = args.burst
+            level[key] = refilled
+        last_us[key] = r.t_us
+        if r.admitted:
+            level[key] -= r.cost
+            admitted[second] += r.cost
+        if r.ideal:
+            ideal[second] += r.cost
 
     seconds = sorted(set(admitted) | set(ideal) | set(lost))
     print("second admitted ideal lost_at_cap")

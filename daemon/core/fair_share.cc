@@ -204,10 +204,7 @@ FairShare::Wake FairShare::note_wake(std::uint64_t all_before, std::uint64_t own
 TimeUs FairShare::wake_end_in_step_us(const ShareView& view, TimeUs now, int horizons,
                                       TimeUs step_us) const {
   assert(step_us > 0);
-  const TimeUs end = wake_end_us(view, now, horizons);
-  if (end == 0) return 0;
-  const TimeUs step_end = step_end_us(woke_us_, step_us);
-  return now < step_end ? std::min(end, step_end) : 0;
+  return now < step_end_us(woke_us_, step_us) ? wake_end_us(view, now, horizons) : 0;
 }
 
 TimeUs FairShare::step_end_us(TimeUs t, TimeUs step_us) {
@@ -258,18 +255,19 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // mark came late in the last burst counted all of its own spending there
   // against only the part of the others' it had not yet heard of (`periodic`
   // at 200 nodes: one node's weight 0.064, 7 x the others', a job's weights
-  // summing to 1.01-1.20, each job 10-25 beyond its pool). So where the
-  // room comes back in whole steps the marks move at a wake, to the sums
-  // just before it, and the long window ends there: whole bursts, the same
-  // at every node that heard them (docs/cluster.md, "A fixed window's
-  // weights, from whole bursts"). A key's first marks are still taken at
-  // this node's first epoch (its second burst weighs the first from there):
-  // a key new to the cluster marked from nothing, its first burst whole
-  // too, took `coldkeys` at 50 nodes to 1.48 x the limit in its second
-  // second (1.25 x). Other algorithms keep their marks: their later epochs
-  // in a burst share again what the first mis-weighed, and marked so the
-  // token bucket, smooth bursty, GCRA and the sliding log fell 0.7-0.8
-  // points further below the ideal (the same scenario, 120 s).
+  // summing to 1.01-1.20, each job up to 26 beyond its pool, seed 1, 30 s).
+  // So where the room comes back in whole steps the marks move at a wake,
+  // to the sums just before it, and the long window ends there: whole
+  // bursts, the same at every node that heard them (docs/cluster.md, "A
+  // fixed window's weights, from whole bursts"). A key's first marks are
+  // still taken at this node's first epoch (its second burst weighs the
+  // first from there): a key new to the cluster marked from nothing, its
+  // first burst whole too, took `coldkeys` at 50 nodes to 1.48 x the limit
+  // in a later window (1.25 x; 15 s, seeds 1-4). Other algorithms keep their marks: their
+  // later epochs in a burst share again what the first mis-weighed, and
+  // marked so (a new key's from nothing too) the token bucket, smooth
+  // bursty, GCRA and the sliding log fell 0.7-0.8 points further below the
+  // ideal (the same scenario, 120 s, seeds 1-4).
   const bool burst_marks = in.whole_steps();
   if (first_here) {
     // The first epoch here: news of who else spends may still be arriving.

@@ -491,11 +491,11 @@ class FairShare {
     const TimeUs end = woke_us_ + horizons * view.horizon_us;
     return woke_us_ > 0 && now < end ? end : 0;
   }
-  // The same over `horizons`, but no later than the end of the step of
-  // `step_us` the wake lies in (a fixed window's window, whose pool stands
-  // until it ends), and 0 once `now` is past it: the next step's room
-  // comes back whole, its own pool, not the wake's (docs/cluster.md, "A
-  // fixed window's epoch ends with its window").
+  // The same over `horizons`, but 0 once `now` is past the step of
+  // `step_us` the wake lies in (a fixed window's window): the next step's
+  // room comes back whole, its own pool, not the wake's. (The Limiter ends
+  // every fixed window's epoch with its window: docs/cluster.md, "A fixed
+  // window's epoch ends with its window".)
   TimeUs wake_end_in_step_us(const ShareView& view, TimeUs now, int horizons, TimeUs step_us) const;
   // The end of the step of `step_us` that `t` lies in (steps at its
   // multiples).

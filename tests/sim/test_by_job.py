@@ -5,7 +5,8 @@ import functools
 
 import requests_csv
 
-run = functools.partial(requests_csv.run, "by_job.py")
+SCRIPT = "by_job.py"
+run = functools.partial(requests_csv.run, SCRIPT)
 
 
 def test_each_job_counts_from_its_start_to_the_next_and_windows_split_it(tmp_path):
@@ -50,9 +51,7 @@ def test_the_later_jobs_spread_is_their_differences_standard_deviation(tmp_path)
 
 
 def test_a_malformed_row_is_named_by_its_line(tmp_path):
-    out = run(tmp_path, ["0,0,0,0,1,1,1", "10,0,0,0,x,1,1"], "--start", "0", "--every", "1")
-    assert out.returncode != 0
-    assert "requests.csv:3: not a requests row" in out.stderr
+    requests_csv.expect_a_malformed_row_named(SCRIPT, tmp_path, "--start", "0", "--every", "1")
 
 
 def test_no_request_after_the_start_is_an_error(tmp_path):

@@ -4,7 +4,8 @@ import functools
 
 import requests_csv
 
-run = functools.partial(requests_csv.run, "lost_at_cap.py")
+SCRIPT = "lost_at_cap.py"
+run = functools.partial(requests_csv.run, SCRIPT)
 
 
 def test_room_the_refill_takes_past_the_cap_is_lost_and_an_overshoot_is_not(tmp_path):
@@ -43,9 +44,7 @@ def test_a_second_whose_requests_nobody_admitted_still_counts_what_it_lost(tmp_p
 
 
 def test_a_malformed_row_is_named_by_its_line(tmp_path):
-    out = run(tmp_path, ["0,0,0,0,1,1,1", "12,zero,0,0,1,x,1"], "--rate", "10", "--burst", "10")
-    assert out.returncode != 0
-    assert "requests.csv:3: not a requests row" in out.stderr
+    requests_csv.expect_a_malformed_row_named(SCRIPT, tmp_path, "--rate", "10", "--burst", "10")
 
 
 def test_a_rate_or_burst_of_zero_is_refused(tmp_path):
