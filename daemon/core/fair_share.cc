@@ -668,11 +668,13 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   const i128 spent_since_wake = since(in.all_consumed, all_at_wake_);
   if (burst_woke_us_ > 0) {
     const std::int64_t most = std::min(in.capacity * kMaxDebtX8 / 8, kMaxCarriedUnits);
+    const std::int64_t most_credit =
+        in.whole_steps() ? std::min(in.capacity * kMaxStepCreditX8 / 8, kMaxCarriedUnits) : most;
     const std::int64_t debt = forgiven_debt(in, spent_since_wake);
-    debt_ = static_cast<std::int32_t>(std::clamp(debt, -most, most));
+    debt_ = static_cast<std::int32_t>(std::clamp(debt, -most_credit, most));
     found.debt_carried = debt_ > 0;
     found.credit_carried = debt_ < 0;
-    found.debt_capped = debt > most || debt < -most;
+    found.debt_capped = debt > most || debt < -most_credit;
     burst_balance_ = -1;
     burst_woke_us_ = 0;
   }

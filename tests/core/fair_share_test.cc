@@ -692,8 +692,8 @@ TEST(FairShareTest, ASlidingWindowsDebtIsHeldInTheWindowAfterTheWakes) {
 
 // A burst that crosses a window's start: it woke 100 ms before it, and
 // this node asked until 100 ms after. A fixed window's 100 come back whole
-// at the start: 200 of room, and 110 consumed left 90 (credited, at most a
-// quarter of the limit). A sliding window frees only as the weight of the
+// at the start: 200 of room, and 110 consumed left 90 (credited, at most
+// half the limit: kMaxStepCreditX8). A sliding window frees only as the weight of the
 // window the burst woke in falls: 10 of it by the burst's end, so 110
 // consumed left nothing, and 100 left 10. Counted whole, as a fixed
 // window's, every job across a window's start found a shortfall of 90 and
@@ -707,7 +707,7 @@ TEST(FairShareTest, ASlidingWindowsBurstAcrossAWindowsStartGetsBackOnlyWhatItsFi
     burst.next_wake(consumed, burst.woke + 5 * kUsPerSecond, 100);
     return burst.share.debt();
   };
-  EXPECT_EQ(debt_after(1, 110), -FairShare::kMaxDebtX8 * 100 / 8);
+  EXPECT_EQ(debt_after(1, 110), -FairShare::kMaxStepCreditX8 * 100 / 8);
   EXPECT_EQ(debt_after(2, 110), 0);
   EXPECT_EQ(debt_after(2, 100), -10);
   EXPECT_EQ(debt_after(2, 125), 15);  // beyond: a debt two windows on
