@@ -220,7 +220,8 @@ struct LimiterStats {
   std::uint64_t share_askers_floored = 0;
   // Wakes at which a key's share carried a debt its last burst ran up and
   // the idle spell forgave (FairShare, "A forgiven debt"), the units
-  // carried, and those held at the bound (FairShare::kMaxDebtX8).
+  // carried, and those held at the bound (FairShare::kMaxDebtX8; a fixed
+  // window's credit FairShare::kMaxStepCreditX8).
   std::uint64_t share_debts_carried = 0;
   std::uint64_t share_debt_carried_units = 0;
   std::uint64_t share_debts_capped = 0;

@@ -693,11 +693,11 @@ TEST(FairShareTest, ASlidingWindowsDebtIsHeldInTheWindowAfterTheWakes) {
 // A burst that crosses a window's start: it woke 100 ms before it, and
 // this node asked until 100 ms after. A fixed window's 100 come back whole
 // at the start: 200 of room, and 110 consumed left 90 (credited, at most
-// half the limit: kMaxStepCreditX8). A sliding window frees only as the weight of the
-// window the burst woke in falls: 10 of it by the burst's end, so 110
-// consumed left nothing, and 100 left 10. Counted whole, as a fixed
-// window's, every job across a window's start found a shortfall of 90 and
-// was credited the cap: `periodic` so at 20 nodes, +12.80% over 120 s
+// half the limit: kMaxStepCreditX8). A sliding window frees only as the
+// weight of the window the burst woke in falls: 10 of it by the burst's
+// end, so 110 consumed left nothing, and 100 left 10. Counted whole, as a
+// fixed window's, every job across a window's start found a shortfall of
+// 90 and was credited the cap: `periodic` so at 20 nodes, +12.80% over 120 s
 // (docs/cluster.md, "A sliding window's burst across a window's start").
 TEST(FairShareTest, ASlidingWindowsBurstAcrossAWindowsStartGetsBackOnlyWhatItsFirstWindowFrees) {
   const auto debt_after = [](int forget_steps, std::uint64_t consumed) {
