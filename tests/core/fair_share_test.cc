@@ -1503,6 +1503,24 @@ TEST(FairShareTest, AWakesEpochSpansItsHorizonsOnlyWithinTheWakesStep) {
   EXPECT_EQ(end_after_wake_at(late, step_end + 1), 0);
 }
 
+// A key whose `limit` a second comes back whole at each step of `step_us`
+// (a fixed window; 0: a bucket's inputs), its room full, this node with
+// `own` of the `all` consumed and `others` other origins.
+ShareInputs stepwise_inputs(std::int64_t limit, std::uint32_t others, std::uint64_t own,
+                            std::uint64_t all, std::uint64_t dither_seed, TimeUs step_us) {
+  return ShareInputs{.headroom = limit,
+                     .others = others,
+                     .has_own = true,
+                     .own_consumed = own,
+                     .all_consumed = all,
+                     .dither_seed = dither_seed,
+                     .carries_debt = true,
+                     .rate_limit = limit,
+                     .rate_period_us = kUsPerSecond,
+                     .capacity = limit,
+                     .refill_step_us = step_us};
+}
+
 // A fixed window's weights, from whole bursts: two nodes spend on a key a
 // job every 5 s, B's first request of a job coming after news of A's 60.
 // At the next job's wake B weighs its part of the whole last job, 40 of
@@ -1517,17 +1535,7 @@ TEST(FairShareTest, AFixedWindowsWeightsComeFromWholeBursts) {
   const TimeUs second_job = first_job + 5 * kStepUs;
   const auto spent_at_second_job = [&](TimeUs step_us) {
     FairShare b;
-    ShareInputs in{.headroom = 100,
-                   .others = 1,
-                   .has_own = true,
-                   .own_consumed = 100,
-                   .all_consumed = 1000,
-                   .dither_seed = 11,
-                   .carries_debt = true,
-                   .rate_limit = 100,
-                   .rate_period_us = kStepUs,
-                   .capacity = 100,
-                   .refill_step_us = step_us};
+    ShareInputs in = stepwise_inputs(100, 1, 100, 1000, 11, step_us);
     b.start_epoch(view_of(2), in, kStart);
     // The first job: B's first request after news of A's 60.
     (void)b.note_wake(1000, 100, first_job, kHorizonUs, kStart);
@@ -1564,17 +1572,7 @@ TEST(FairShareTest, AFixedWindowsWeightsComeFromWholeBursts) {
 TEST(FairShareTest, AFixedWindowsFirstEpochInANewWindowSharesItAsItStoodAtItsStart) {
   constexpr TimeUs kStepUs = kUsPerSecond;
   const TimeUs window = kStart + 10 * kStepUs;  // a window's start
-  const ShareInputs before{.headroom = 1000,
-                           .others = 9,
-                           .has_own = true,
-                           .own_consumed = 100,
-                           .all_consumed = 1000,
-                           .dither_seed = 3,
-                           .carries_debt = true,
-                           .rate_limit = 1000,
-                           .rate_period_us = kStepUs,
-                           .capacity = 1000,
-                           .refill_step_us = kStepUs};
+  const ShareInputs before = stepwise_inputs(1000, 9, 100, 1000, 3, kStepUs);
   const TimeUs now = window + kHorizonUs / 2;
   const auto spent = [&](bool from_step) {
     FairShare share;
