@@ -152,6 +152,32 @@ void BM_FairShareAskAtTheMargin(benchmark::State& state) {
 }
 BENCHMARK(BM_FairShareAskAtTheMargin)->Arg(0)->Arg(1);
 
+// FairShare::start_epoch, a node's share of a key at an epoch's start (once
+// a news horizon per key, in the check that starts it): 200 live nodes, 150
+// other origins, a share below a request; its draws spread over the nodes
+// (arg 1) or independent (arg 0, the sliding log's): the cost of the
+// spread (docs/cluster.md, "Draws spread over the nodes"), side by side.
+void BM_FairShareStartEpoch(benchmark::State& state) {
+  const ShareView view{.live_nodes = 200, .horizon_us = 100'000, .rank = 57, .draw_seed = 1};
+  const ShareInputs in{.headroom = 100,
+                       .refill = 10,
+                       .others = 150,
+                       .has_own = true,
+                       .own_consumed = 10,
+                       .all_consumed = 1500,
+                       .key_seed = 12345,
+                       .spread_draws = state.range(0) != 0,
+                       .dither_seed = 6789};
+  FairShare share;
+  TimeUs now = 1000 * kUsPerSecond;
+  for (auto _ : state) {
+    now += 100'000;
+    benchmark::DoNotOptimize(share.start_epoch(view, in, now));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_FairShareStartEpoch)->Arg(0)->Arg(1);
+
 // One hot key through the Limiter for every algorithm a rule can select (arg
 // = Algorithm): 1000 per second offered one check every 500 us, so about
 // half are admitted and committed (as rlimit-algorithms-bench offers them),

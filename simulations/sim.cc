@@ -225,6 +225,7 @@ class Simulation {
     }
     core::ClusterOptions options = s_.cluster.options;
     options.cluster_name = "sim";
+    options.share_draw_seed = seed_;
     options.membership.node_id = "n" + std::to_string(i);
     options.membership.address = address_of(i);
     // As rlimitd: the wall clock at start, so a restart has a larger one.

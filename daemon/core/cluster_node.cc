@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/stable_hash.h"
 #include "google/protobuf/io/coded_stream.h"
 
 namespace rlimit::core {
@@ -664,10 +665,18 @@ void ClusterNode::gossip_round(TimeUs now) {
                                    ? static_cast<std::uint16_t>(options_.retransmit_rounds)
                                    : default_rounds(peers.size(), options_.fanout);
   ledger.set_retransmit_rounds(rounds);
+  // This node's place among the live nodes by id, and the cluster's seed:
+  // fair shares' draws spread over the nodes (ShareView::rank).
+  const auto rank = std::count_if(peers.begin(), peers.end(), [&](const Member* peer) {
+    return peer->id < options_.membership.node_id;
+  });
   // News of a change reaches every node within about its rounds of gossip.
-  limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
-                           .horizon_us = options_.gossip_interval_us * (rounds + 1),
-                           .routed = routing_with(peers.size() + 1)});
+  limiter_.set_share_view(
+      {.live_nodes = static_cast<std::uint32_t>(peers.size() + 1),
+       .horizon_us = options_.gossip_interval_us * (rounds + 1),
+       .routed = routing_with(peers.size() + 1),
+       .rank = static_cast<std::uint32_t>(rank),
+       .draw_seed = splitmix64(fnv1a(options_.cluster_name) ^ options_.share_draw_seed)});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   refresh_owners();

@@ -48,6 +48,10 @@ namespace rlimit::core {
 
 struct ClusterOptions {
   std::string cluster_name = "rlimit";
+  // Mixed with the cluster's name into the seed of fair shares' draws
+  // (ShareView::draw_seed), the same at every node; the simulator sets its
+  // run's seed, so that its seeds draw apart.
+  std::uint64_t share_draw_seed = 0;
   MembershipOptions membership;  // node_id, address, incarnation, seeds, SWIM timers
   TimeUs gossip_interval_us = 20'000;
   std::uint32_t fanout = 3;                     // 0: every live peer (mesh)

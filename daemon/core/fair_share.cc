@@ -4,6 +4,7 @@
 #include <bit>
 #include <cassert>
 #include <limits>
+#include <numeric>
 
 #include "core/algorithms/algorithm.h"  // detail::floor_div
 #include "core/stable_hash.h"
@@ -65,11 +66,55 @@ bool crowd_of(std::int64_t live_nodes, i128 pool) {
          pool < (i128{live_nodes} << FairShare::kFractionBits);
 }
 
-// A fraction of a unit (below 1 << kFractionBits), drawn from `seed`:
-// deterministic, the same seed the same draw.
-std::int64_t fraction_drawn(std::uint64_t seed) {
+// The draws an epoch may make. Each steps over the nodes by its own
+// irrational (the fraction of the golden ratio, of the square root of 2, of
+// 3, in 2^-64), so that one node's draws in one epoch are not one draw
+// shifted.
+enum class Draw : std::uint64_t { kShare = 1, kCrowd = 2, kCarry = 3 };
+
+// A fraction in 2^-kFractionBits drawn from `dither_seed` (the key's and
+// the node's) at `at`, independent of the other nodes'.
+std::int64_t independent_drawn(std::uint64_t dither_seed, Draw draw, TimeUs at) {
+  const auto time = static_cast<std::uint64_t>(at);
+  const std::uint64_t seed = draw == Draw::kShare   ? dither_seed ^ time
+                             : draw == Draw::kCrowd ? dither_seed ^ ~time
+                                                    : dither_seed ^ std::rotl(time, 32);
   return static_cast<std::int64_t>(splitmix64(seed) &
                                    ((std::uint64_t{1} << FairShare::kFractionBits) - 1));
+}
+
+// A fraction in 2^-kFractionBits for a key (`key_seed`) at `at`, spread
+// over the nodes (docs/cluster.md, "Fair shares": "Draws spread over the
+// nodes"): every node starts from the same point, a hash of the key, the
+// news horizon `at` falls in and the cluster's seed, and steps from it by
+// its place among the live nodes times the draw's irrational, the places
+// shuffled anew each horizon the same way at every node (an affine map of 0
+// to n - 1, so no node's draws stay low). N nodes each keeping a request
+// with the chance p then keep N p of them within a few, where independent
+// draws keep N p give or take the square root of N p (1 - p). Where the
+// nodes' views of the live nodes differ, places may collide: the draws are
+// then as independent ones, no worse. Independent where the algorithm's
+// draws are not spread (ShareInputs::spread_draws): independent_drawn.
+std::int64_t spread_drawn(const ShareView& view, const ShareInputs& in, Draw draw, TimeUs at) {
+  if (!in.spread_draws) return independent_drawn(in.dither_seed, draw, at);
+  static constexpr std::uint64_t kSteps[] = {0x9E3779B97F4A7C15ull, 0x6A09E667F3BCC908ull,
+                                             0xBB67AE8584CAA73Bull};
+  const auto which = static_cast<std::uint64_t>(draw);
+  const auto horizon = static_cast<std::uint64_t>(at / std::max<TimeUs>(1, view.horizon_us));
+  const std::uint64_t common =
+      splitmix64(in.key_seed ^ which ^ splitmix64(horizon ^ view.draw_seed));
+  const std::uint64_t n = std::max<std::uint32_t>(1, view.live_nodes);
+  std::uint64_t place = view.rank % n;
+  if (n > 1) {
+    const std::uint64_t shuffle = splitmix64(common);
+    // The step of the map, coprime to n: the next from a drawn one (ends at
+    // 1 at the latest; a few tries on average).
+    std::uint64_t step = 1 + shuffle % (n - 1);
+    while (std::gcd(step, n) != 1) step = step % (n - 1) + 1;
+    place = (step * place + (shuffle >> 32) % n) % n;
+  }
+  const std::uint64_t spread = common + place * kSteps[which - 1];
+  return static_cast<std::int64_t>(spread >> (64 - FairShare::kFractionBits));
 }
 
 }  // namespace
@@ -312,8 +357,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   pool_seen_ = static_cast<std::uint32_t>(
       std::clamp<i128>((pool + later) >> kFractionBits, 0, kMaxPoolSeen));
   // Up to one unit, so shares below one request admit one with their size
-  // as the probability.
-  const std::int64_t dither = fraction_drawn(in.dither_seed ^ static_cast<std::uint64_t>(now));
+  // as the probability (spread over the nodes: spread_drawn).
+  const std::int64_t dither = spread_drawn(view, in, Draw::kShare, now);
 
   if (in.others == 0) {
     // Probed before and no news of another spender since: the whole balance;
@@ -588,7 +633,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     const i128 own_chance = std::clamp<i128>(share, 0, kOne);
     const i128 top_up =
         crowd_chance > own_chance ? (crowd_chance - own_chance) * kOne / (kOne - own_chance) : 0;
-    const std::int64_t draw = fraction_drawn(in.dither_seed ^ ~static_cast<std::uint64_t>(now));
+    const std::int64_t draw = spread_drawn(view, in, Draw::kCrowd, now);
     if (draw < top_up) {
       // Kept even where this node's demand was dense lately, at its first
       // request of the burst, if it asked at most one in the last burst it
@@ -670,7 +715,7 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
     const std::int64_t most = std::min(in.capacity * kMaxDebtX8 / 8, kMaxCarriedUnits);
     const std::int64_t most_credit =
         in.whole_steps() ? std::min(in.capacity * kMaxStepCreditX8 / 8, kMaxCarriedUnits) : most;
-    const std::int64_t debt = forgiven_debt(in, spent_since_wake);
+    const std::int64_t debt = forgiven_debt(view, in, spent_since_wake);
     debt_ = static_cast<std::int32_t>(std::clamp(debt, -most_credit, most));
     found.debt_carried = debt_ > 0;
     found.credit_carried = debt_ < 0;
@@ -694,7 +739,8 @@ void FairShare::carry_forgiven_debt(const ShareView& view, const ShareInputs& in
   }
 }
 
-std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wake) const {
+std::int64_t FairShare::forgiven_debt(const ShareView& view, const ShareInputs& in,
+                                      i128 spent_since_wake) const {
   // With P the balance shared out at the burst's wake (less the debt
   // carried into it, o) and C what every node consumed from then to this
   // wake, one bucket admits P + o and what it refilled by the burst's end,
@@ -744,8 +790,7 @@ std::int64_t FairShare::forgiven_debt(const ShareInputs& in, i128 spent_since_wa
   const i128 carry = units(over) - repaid;
   // A fraction as a whole unit with its size as the probability, as a
   // share's (start_epoch): the carries sum to what the idle spells forgave.
-  const i128 drawn =
-      fraction_drawn(in.dither_seed ^ std::rotl(static_cast<std::uint64_t>(woke_us_), 32));
+  const i128 drawn = spread_drawn(view, in, Draw::kCarry, woke_us_);
   const i128 magnitude = carry < 0 ? -carry : carry;
   const i128 whole = (magnitude >> kFractionBits) + (drawn < (magnitude & (units(1) - 1)) ? 1 : 0);
   const i128 debt = carry < 0 ? -whole : whole;

@@ -222,8 +222,14 @@ void StoreSync::update_share_view(TimeUs now) {
   for (auto it = origin_seen_us_.begin(); it != origin_seen_us_.end();) {
     it = now - it->second > kOriginWindowUs ? origin_seen_us_.erase(it) : std::next(it);
   }
+  // This node's place among the origins writing lately, for fair shares'
+  // draws (ShareView::rank; the draw seed 0: the store is the cluster).
+  const std::string& self = limiter_.ledger().self_id();
+  const auto rank = std::count_if(origin_seen_us_.begin(), origin_seen_us_.end(),
+                                  [&](const auto& origin) { return origin.first < self; });
   limiter_.set_share_view({.live_nodes = static_cast<std::uint32_t>(origin_seen_us_.size() + 1),
-                           .horizon_us = 2 * options_.sync_interval_us});
+                           .horizon_us = 2 * options_.sync_interval_us,
+                           .rank = static_cast<std::uint32_t>(rank)});
 }
 
 void StoreSync::set_health(bool healthy, const std::string& error) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,7 +64,7 @@ TEST(FairShareTest, AKeyOnlyThisNodeSpendsOnKeepsItsWholeBalance) {
 
 TEST(FairShareTest, AKeyNewHereIsProbedAtOneNthThenUnlocksWithoutNews) {
   FairShare share;
-  ShareInputs in{.headroom = 100, .refill = 10, .spenders = 10, .dither_seed = 7};
+  ShareInputs in{.headroom = 100, .refill = 10, .spenders = 10, .key_seed = 7};
   share.start_epoch(view_of(10), in, kStart);
   EXPECT_TRUE(share.probing());
   EXPECT_FALSE(share.unlimited());
@@ -94,7 +96,7 @@ TEST(FairShareTest, ANewKeyIsProbedAsManyWaysAsItsRulesKeysAreSpentOn) {
   // A share of 2/1000 of a request (and a dither that does not lift it to
   // one): the first request passes only where the rule's demand is sparse.
   in.headroom = 2;
-  in.dither_seed = 1;
+  in.key_seed = 3;
   for (const bool sparse_rule : {false, true}) {
     FairShare probe;
     in.sparse_rule = sparse_rule;
@@ -114,7 +116,7 @@ TEST(FairShareTest, AKeyFirstMetAmongManyNewAtOnceIsStrictAndCrowded) {
   const auto first_epoch = [](bool crowded_start, std::uint32_t live, std::int64_t pool) {
     FairShare share;
     ShareInputs in{.headroom = pool, .others = 9, .all_consumed = 9};
-    in.dither_seed = 1;
+    in.key_seed = 1;
     in.crowded_start = crowded_start;
     share.start_epoch(view_of(live), in, kStart);
     EXPECT_EQ(share.crowded(kStart), share.strict());
@@ -223,7 +225,7 @@ TEST(FairShareTest, SharesOfOneViewSumToThePoolWhenDemandShifts) {
                    .has_own = true,
                    .own_consumed = 0,
                    .all_consumed = 0,
-                   .dither_seed = static_cast<std::uint64_t>(node) + 1};
+                   .key_seed = static_cast<std::uint64_t>(node) + 1};
     share.start_epoch(view_of(4), in, kStart);
     in.own_consumed = kLongEach;
     in.all_consumed = 4 * kLongEach;
@@ -254,7 +256,7 @@ TEST(FairShareTest, NodesWhoseProbeAdmittedNothingShareTheEighthAsManyWaysAsTheP
   for (std::uint32_t node = 0; node < kNodes; ++node) {
     const bool spent = node % 2 == 0;
     FairShare share;
-    ShareInputs in{.headroom = kPool, .spenders = kNodes, .dither_seed = node + 1u};
+    ShareInputs in{.headroom = kPool, .spenders = kNodes, .key_seed = node + 1u};
     share.start_epoch(view_of(kNodes), in, kStart);
     ASSERT_TRUE(share.probing());
     heard_of_spenders(in, 10, spent);
@@ -268,7 +270,7 @@ TEST(FairShareTest, NodesWhoseProbeAdmittedNothingShareTheEighthAsManyWaysAsTheP
   EXPECT_LE(total, kPool + static_cast<int>(kNodes));  // a dithered request each at most
 
   FairShare third;
-  ShareInputs in{.headroom = 2400, .others = 2, .all_consumed = 1000, .dither_seed = 5};
+  ShareInputs in{.headroom = 2400, .others = 2, .all_consumed = 1000, .key_seed = 5};
   third.start_epoch(view_of(200), in, kStart);  // met already spent on: no probe
   ASSERT_FALSE(third.probing());
   const TimeUs later = kStart + 2 * kHorizonUs;
@@ -298,7 +300,7 @@ TEST(FairShareTest, AFixedWindowsNextWindowIsSharedWhileYoungAsItsProbeWas) {
       FairShare share;
       ShareInputs in{.headroom = kPool,
                      .spenders = kNodes,
-                     .dither_seed = node + 1u,
+                     .key_seed = node + 1u,
                      .carries_debt = true,
                      .rate_limit = kPool,
                      .rate_period_us = kUsPerSecond,
@@ -569,7 +571,7 @@ TEST(FairShareTest, ABurstsCarryCountsTheRefillsFractions) {
   for (std::uint64_t seed = 1; seed <= 400; ++seed) {
     DebtBurst burst(kAskedUntilUs, 1000);
     burst.share.note_refused();
-    burst.in.dither_seed = seed;
+    burst.in.key_seed = seed;
     const FairShare::EpochStart found =
         burst.next_wake(108, burst.woke + kAskedUntilUs + kIdleUs, 100);
     ASSERT_GE(burst.share.debt(), -1) << "seed " << seed;
@@ -943,12 +945,48 @@ TEST(FairShareTest, SharesBelowOneRequestAreDithered) {
   for (std::uint64_t node = 0; node < 1000; ++node) {
     FairShare share;
     ShareInputs in{
-        .headroom = 100, .refill = 0, .spenders = 200, .dither_seed = node * 0x9e3779b97f4a7c15ull};
+        .headroom = 100, .refill = 0, .spenders = 200, .key_seed = node * 0x9e3779b97f4a7c15ull};
     share.start_epoch(view_of(200), in, kStart);
     admitted += spend_epoch(share, 10, kStart);
   }
   EXPECT_GT(admitted, 420);
   EXPECT_LT(admitted, 580);
+}
+
+// Draws spread over the nodes: 200 nodes meeting a key at once each probe it
+// at half a request (a pool of 100, 200 ways), and each keeps one with that
+// chance. Their draws start from one point (the key's, the horizon's) and
+// step by their places, so each key's 200 keep 100 within 2, where
+// independent draws keep 100 give or take 7 (2 or less at a fifth of the
+// keys). The places are shuffled each horizon: nodes 0 and 55, whose
+// steps by the golden ratio nearly coincide (55 x 0.618 = 33.99), keep
+// together in about half the horizons, as two independent draws would, not
+// in all of them.
+TEST(FairShareTest, DrawsSpreadOverTheNodesKeepAboutTheirChancesSum) {
+  constexpr std::uint32_t kNodes = 200;
+  const auto kept = [&](std::uint32_t node, std::uint64_t key, TimeUs at) {
+    FairShare share;
+    ShareInputs in{.headroom = 100, .refill = 0, .spenders = kNodes, .key_seed = key};
+    ShareView view = view_of(kNodes);
+    view.rank = node;
+    share.start_epoch(view, in, at);
+    return spend_epoch(share, 10, at);
+  };
+  int most_astray = 0;
+  for (std::uint64_t key = 1; key <= 20; ++key) {
+    int admitted = 0;
+    for (std::uint32_t node = 0; node < kNodes; ++node) admitted += kept(node, key, kStart);
+    most_astray = std::max(most_astray, std::abs(admitted - 100));
+  }
+  EXPECT_LE(most_astray, 2);
+  int together = 0;
+  constexpr int kHorizons = 40;
+  for (int h = 0; h < kHorizons; ++h) {
+    const TimeUs at = kStart + h * kHorizonUs;
+    together += kept(0, 1, at) == kept(55, 1, at) ? 1 : 0;
+  }
+  EXPECT_GE(together, 10);
+  EXPECT_LE(together, 30);
 }
 
 // Sparse demand keeps one request per epoch beyond the share; a node that
@@ -1175,7 +1213,7 @@ ShareInputs crowd_inputs(std::uint64_t node, std::int64_t pool, std::uint32_t or
                      .others = origins - 1,
                      .recent_others = recent - 1,
                      .burst_others = in_burst - 1,
-                     .dither_seed = node * 0x9e3779b97f4a7c15ULL};
+                     .key_seed = node * 0x9e3779b97f4a7c15ULL};
 }
 
 // Of 1000 nodes' epochs (`epoch_of(node)`: the answer to a request of cost
@@ -1507,13 +1545,13 @@ TEST(FairShareTest, AWakesEpochSpansItsHorizonsOnlyWithinTheWakesStep) {
 // (a fixed window; 0: a bucket's inputs), its room full, this node with
 // `own` of the `all` consumed and `others` other origins.
 ShareInputs stepwise_inputs(std::int64_t limit, std::uint32_t others, std::uint64_t own,
-                            std::uint64_t all, std::uint64_t dither_seed, TimeUs step_us) {
+                            std::uint64_t all, std::uint64_t key_seed, TimeUs step_us) {
   return ShareInputs{.headroom = limit,
                      .others = others,
                      .has_own = true,
                      .own_consumed = own,
                      .all_consumed = all,
-                     .dither_seed = dither_seed,
+                     .key_seed = key_seed,
                      .carries_debt = true,
                      .rate_limit = limit,
                      .rate_period_us = kUsPerSecond,
@@ -1679,7 +1717,7 @@ TEST(FairShareTest, ASecondRequestInTheProbeOfABurstOfFiveSplitThreeWaysIsRefuse
                    .refill = 0,
                    .spenders = 3,
                    .sparse_rule = true,
-                   .dither_seed = static_cast<std::uint64_t>(k) * 7919};
+                   .key_seed = static_cast<std::uint64_t>(k) * 7919};
     share.start_epoch(view_of(3), in, kStart);
     ASSERT_TRUE(share.probing());
     ASSERT_EQ(share.ask(1, kStart), FairShare::Answer::kCredit) << k;
