@@ -23,6 +23,10 @@ namespace {
 constexpr TimeUs kHorizonUs = 100'000;
 constexpr TimeUs kStart = 1'000 * kUsPerSecond;
 
+// Every view below has rank 0. Tests that model several nodes give each its
+// own `key_seed`: their draws are then as independent ones (a node's draws
+// spread over the others only where they share a key and differ in rank:
+// DrawsSpreadOverTheNodesKeepAboutTheirChancesSum).
 ShareView view_of(std::uint32_t live) {
   return ShareView{.live_nodes = live, .horizon_us = kHorizonUs};
 }
