@@ -293,6 +293,7 @@ class CounterPacker {
 
 ClusterNode::ClusterNode(ClusterOptions options, Limiter& limiter, std::uint64_t seed)
     : options_(std::move(options)),
+      share_draw_seed_(splitmix64(fnv1a(options_.cluster_name) ^ options_.share_draw_seed)),
       limiter_(limiter),
       rng_(seed),
       membership_(options_.membership, seed ^ 0x9e3779b97f4a7c15ull),
@@ -676,7 +677,7 @@ void ClusterNode::gossip_round(TimeUs now) {
        .horizon_us = options_.gossip_interval_us * (rounds + 1),
        .routed = routing_with(peers.size() + 1),
        .rank = static_cast<std::uint32_t>(rank),
-       .draw_seed = splitmix64(fnv1a(options_.cluster_name) ^ options_.share_draw_seed)});
+       .draw_seed = share_draw_seed_});
   if (ledger.changed().empty() || peers.empty()) return;
   ++stats_.gossip_rounds;
   refresh_owners();

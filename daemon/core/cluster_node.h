@@ -223,6 +223,9 @@ class ClusterNode {
   void send_rules_out();
 
   ClusterOptions options_;
+  // The cluster's seed of fair shares' draws (ShareView::draw_seed), from
+  // options_.cluster_name and share_draw_seed.
+  std::uint64_t share_draw_seed_;
   Limiter& limiter_;
   std::mt19937_64 rng_;
   Membership membership_;

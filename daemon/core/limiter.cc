@@ -948,9 +948,13 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
       in.sparse_rule = now >= rule.dense_until_us;
     }
     in.all_consumed = Ledger::consumed_sum(state);
-    in.key_seed = fnv1a(key);
+    // One seed, the one the algorithm's draws use (ShareInputs::spread_draws).
     in.spread_draws = algorithm != Algorithm::kSlidingLog;
-    if (!in.spread_draws) in.dither_seed = ledger_.dither_seed(key);
+    if (in.spread_draws) {
+      in.key_seed = fnv1a(key);
+    } else {
+      in.dither_seed = ledger_.dither_seed(key);
+    }
     // Learned only from keys this node has known for a news horizon (a
     // younger key's other spenders may not have been heard of yet),
     // including keys its probe refused and nobody else spent on: spread 1.
