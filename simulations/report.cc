@@ -117,6 +117,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         std::to_string(c.share_keys_crowded) + " / " + std::to_string(c.share_idle_raise_capped),
         "(keys new at once, gossiped not routed; epochs whose idle raise hit 1.5 x)");
   }
+  if (c.share_sparse_raised > 0) {
+    row(out, "fair shares: sparse turns raised / capped",
+        std::to_string(c.share_sparse_raised) + " / " + std::to_string(c.share_sparse_raise_capped),
+        "(epochs of a node asking a busy key less than once a horizon: its share covers its "
+        "interval, at most 16 x)");
+  }
   if (c.share_asks > 0) {
     row(out, "fair shares: asks / merged / crowds told",
         std::to_string(c.share_asks) + " / " + std::to_string(c.share_asks_merged) + " / " +
@@ -467,6 +473,8 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_crowded_starts\": " << c.share_crowded_starts
       << ", \"share_keys_crowded\": " << c.share_keys_crowded
       << ", \"share_idle_raise_capped\": " << c.share_idle_raise_capped
+      << ", \"share_sparse_raised\": " << c.share_sparse_raised
+      << ", \"share_sparse_raise_capped\": " << c.share_sparse_raise_capped
       << ", \"share_askers_floored\": " << c.share_askers_floored
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units

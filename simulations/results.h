@@ -70,6 +70,8 @@ struct CoreTotals {
   std::uint64_t share_asks_merged = 0;     // peers' asks merged
   std::uint64_t share_crowds_told = 0;     // keys made dense by a peer's crowd news
   std::uint64_t share_idle_raise_capped = 0;  // epochs whose idle raise was held at its bound
+  std::uint64_t share_sparse_raised = 0;      // epochs raised for a sparse asker's turn
+  std::uint64_t share_sparse_raise_capped = 0;  // ... and held at its bound
   std::uint64_t share_askers_floored = 0;     // epochs whose crowd was the askers' floor
   std::uint64_t share_debts_carried = 0;      // wakes carrying a forgiven debt
   std::uint64_t share_debt_carried_units = 0;  // units of forgiven debt carried

@@ -279,6 +279,10 @@ bool FairShare::drop_crowd_marks(TimeUs now) {
 FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareInputs& in,
                                              TimeUs now) {
   EpochStart found;
+  // The last epoch's span (a sparse asker's turn, below).
+  const bool had_epoch = epoch_us_ > 0;
+  const TimeUs prev_start_us = epoch_end_us_ - epoch_us_;
+  const TimeUs prev_end_us = epoch_end_us_;
   probing_ = false;
   strict_ = false;
   crowd_pass_ = 0;
@@ -624,7 +628,40 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     found.idle_raise_capped = asked_wakes_x63_ < kLeastAskedX63;
     weight = weight * 63 / std::max<i128>(kLeastAskedX63, asked_wakes_x63_);
   }
-  const i128 share = shared * weight / kOne - spent_since_wake;
+  // A sparse asker's turn (docs/cluster.md, "Fair shares": "A sparse
+  // asker's turn covers its interval"). The weights sum to one over the
+  // nodes that take a share each horizon; a node asking less often takes
+  // one only every so many horizons, and its part of the horizons between
+  // went to nobody: 200 nodes asking a request a second each (`steady` at
+  // 200 nodes: Poisson demand at twice a limit of 100/s) admitted 58 a
+  // second on a sliding window, 92 on a token bucket. So where this node
+  // asked nothing for a horizon or more after its last epoch ended, while
+  // the key stayed busy (no wake since that epoch began: a wake's epoch
+  // shares the wake's pool instead), a share below one request (its refill
+  // part spendable at once: the request that opened the epoch is likely its
+  // only one in it, and an accruing refill stood at nothing there) is
+  // raised by the time since that epoch began, in horizons (its turn's
+  // length; at most kMaxSparseRaise), up to one request: the chance its
+  // request has of being admitted. Never beyond one: a crowd arriving at
+  // once on a key asked now and then takes at most a request a node, as
+  // sparse demand's first requests do. A node asking within a horizon of
+  // its last epoch's end keeps its share as it is: dense demand's epochs
+  // follow each other.
+  i128 sparse_raise = 0;  // x kRaiseUnit; 0: none
+  constexpr i128 kRaiseUnit = 16;
+  if (had_epoch && !in.from_wake && !in.from_step && now >= young_until_us_ &&
+      woke_us_ <= prev_start_us && view.horizon_us > 0 && now - prev_end_us > view.horizon_us) {
+    const i128 raise = kRaiseUnit * (now - prev_start_us) / view.horizon_us;
+    found.sparse_raised = true;
+    found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
+    sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
+  }
+  i128 share = shared * weight / kOne - spent_since_wake;
+  i128 accruing = later * weight / kOne;
+  if (sparse_raise > 0 && share + accruing < kOne) {
+    share = std::min(kOne, (share + accruing) * sparse_raise / kRaiseUnit);
+    accruing = 0;
+  }
   credit_ = share + dither;
   if (crowd_chance >= 0) {
     // The share's dither already admits a request with its size as the
@@ -658,7 +695,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
       found.pass_thinned = true;
     }
   }
-  accruing_ = later * weight / kOne;
+  accruing_ = accruing;
   end_epoch_at(end);
   return found;
 }

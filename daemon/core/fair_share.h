@@ -342,6 +342,13 @@ class FairShare {
   // algorithm admitted are counted (count()): a node whose view of the
   // balance refused a whole burst counts as not asking in it.
   static constexpr std::uint32_t kIdleRaiseBelowX63 = 47;
+  // The most a sparse asker's share is raised (start_epoch: by the time
+  // since its last epoch began, in news horizons): a node asking a request
+  // a second at 200 nodes (horizons of 100 ms) takes about 11. The bound
+  // holds what a node long idle on a busy key takes at once, should a
+  // crowd turn up there (docs/cluster.md, "A sparse asker's share covers
+  // its interval").
+  static constexpr std::int64_t kMaxSparseRaise = 16;
   // A crowd of single requests (single_in_crowd): this node asked at most
   // this many requests of the last burst it asked in. At 100 nodes on
   // `coldkeys`, each asking a key about twice a burst and sitting near the
@@ -452,6 +459,11 @@ class FairShare {
     // The raise of a node's share for the bursts it asks nothing in was
     // held at its bound (kMaxIdleRaiseX4).
     bool idle_raise_capped = false;
+    // This node's share was raised for its sparse asking (its turn came
+    // after a horizon or more without a request here while the key stayed
+    // busy: start_epoch), and the raise held at its bound (kMaxSparseRaise).
+    bool sparse_raised = false;
+    bool sparse_raise_capped = false;
     // A crowd's chance was counted from the askers' floor (the live nodes x
     // kLeastAskedWakesX63 / 63, above what the origins show): this node
     // asked in hardly any of the key's recent bursts.

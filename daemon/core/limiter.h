@@ -214,6 +214,11 @@ struct LimiterStats {
   // Epochs whose raise for the bursts this node asks nothing in was held at
   // its bound (FairShare::kMaxIdleRaiseX4).
   std::uint64_t share_idle_raise_capped = 0;
+  // Epochs whose share was raised for this node's sparse asking on a busy
+  // key (FairShare, "A sparse asker's share covers its interval"), and
+  // those whose raise was held at its bound (FairShare::kMaxSparseRaise).
+  std::uint64_t share_sparse_raised = 0;
+  std::uint64_t share_sparse_raise_capped = 0;
   // Epochs whose crowd's chance was counted from the askers' floor
   // (FairShare::kLeastAskedWakesX63: this node asked in hardly any of the
   // key's recent bursts).

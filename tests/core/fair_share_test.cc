@@ -1268,7 +1268,14 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
       // Known here for a while (not young).
       const TimeUs at = kStart + 100 * kHorizonUs;
       share.start_epoch(view_of(live), in, kStart);
-      if (asks_rarely) asked_in_no_wake(share, at);
+      if (asks_rarely) {
+        asked_in_no_wake(share, at);
+      } else {
+        // It asked in the last burst, and the key woke for this one (not a
+        // sparse asker's turn on a busy key).
+        share.count(kStart);
+        share.note_wake(0, 0, at, kHorizonUs, kStart);
+      }
       in.all_consumed = others_spent;
       share.start_epoch(view_of(live), in, at);
       return share.ask(1, at);
@@ -1292,6 +1299,67 @@ TEST(FairShareTest, ACrowdsFirstRequestIsAdmittedWithTheCrowdsChanceNotTwice) {
   EXPECT_EQ(admitted(200, 40, 20, kFew, 10, true, 100), 1000);
   EXPECT_EQ(admitted(FairShare::kCrowdedNodes - 1, 40, 20, 20, 10, false, 100), 1000);
   EXPECT_EQ(admitted(FairShare::kCrowdedNodes, 40, 20, 20, 0, false, 100), 0);
+}
+
+// A sparse asker's turn: on a busy key (200 origins, no wake), a node whose
+// demand was dense once (no sparse pass) and asks again 10 horizons after
+// its last epoch began has a share of a pool of 10 of 1/200 (the weights of
+// the nodes that take a share each horizon sum to one), raised by the 10
+// horizons of its turn: its request's chance is a half, not 1/20. Not where
+// it asks within a horizon of its last epoch's end (dense demand's epochs
+// follow each other), nor where the key woke since (a wake's epoch shares
+// the wake's pool); and never beyond one request (a crowd arriving on such
+// a key takes a request a node), nor a share of a request or more.
+TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
+  // Requests admitted of `tries` at the turn at `at`, and what its start found.
+  const auto turn = [](std::uint64_t node, std::int64_t pool, TimeUs at, bool woke, int tries) {
+    FairShare share;
+    ShareInputs in{.headroom = pool,
+                   .refill = 0,
+                   .others = 199,
+                   .has_own = true,
+                   .own_consumed = 1,
+                   .all_consumed = 200,
+                   .key_seed = node * 0x9e3779b97f4a7c15ULL};
+    share.start_epoch(view_of(200), in, kStart);
+    for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
+    if (woke) share.note_wake(200, 1, at - kHorizonUs / 2, kHorizonUs, kStart);
+    in.own_consumed = 2;
+    in.all_consumed = 400;
+    const FairShare::EpochStart found = share.start_epoch(view_of(200), in, at);
+    return std::pair{spend_epoch(share, tries, at), found};
+  };
+  const auto admitted = [&](std::int64_t pool, TimeUs at, bool woke) {
+    return admitted_of([&](std::uint64_t node) {
+      return turn(node, pool, at, woke, 1).first > 0 ? FairShare::Answer::kCredit
+                                                     : FairShare::Answer::kRefused;
+    });
+  };
+  const TimeUs turn_at = kStart + 10 * kHorizonUs;
+  // 1000 x 10 / 200 x 10 = 500; 3 standard deviations are 47.
+  EXPECT_NEAR(admitted(10, turn_at, false), 500, 50);
+  EXPECT_TRUE(turn(1, 10, turn_at, false, 1).second.sparse_raised);
+  EXPECT_FALSE(turn(1, 10, turn_at, false, 1).second.sparse_raise_capped);
+  // Within a horizon of its last epoch's end: 1/20 (3 standard deviations: 21).
+  EXPECT_NEAR(admitted(10, kStart + kHorizonUs + kHorizonUs / 2, false), 50, 22);
+  EXPECT_FALSE(turn(1, 10, kStart + kHorizonUs + kHorizonUs / 2, false, 1).second.sparse_raised);
+  // The key woke since: 1/20.
+  EXPECT_NEAR(admitted(10, turn_at, true), 50, 22);
+  // Half a request raised tenfold is one request, no more.
+  for (std::uint64_t node = 1; node <= 20; ++node) {
+    EXPECT_EQ(turn(node, 100, turn_at, false, 10).first, 1);
+  }
+  // A share of two requests stands (two, or three with its dither's fraction).
+  for (std::uint64_t node = 1; node <= 20; ++node) {
+    const int spent = turn(node, 400, turn_at, false, 30).first;
+    EXPECT_GE(spent, 2);
+    EXPECT_LE(spent, 3);
+  }
+  // The raise is held at kMaxSparseRaise: a turn 100 horizons long is raised
+  // 16-fold (1000 x 1/20 x 16 = 800), counted.
+  const TimeUs long_turn_at = kStart + 100 * kHorizonUs;
+  EXPECT_NEAR(admitted(10, long_turn_at, false), 800, 40);
+  EXPECT_TRUE(turn(1, 10, long_turn_at, false, 1).second.sparse_raise_capped);
 }
 
 // One of a crowd of single requests: a crowd's first requests thinned here

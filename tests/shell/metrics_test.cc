@@ -384,6 +384,7 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   EXPECT_EQ(p.samples.at("rlimit_share_crowded_total{by=\"new_keys\"}"), "0");
   for (const std::string name :
        {"rlimit_share_keys_crowded_total", "rlimit_share_idle_raise_capped_total",
+        "rlimit_share_sparse_raised_total", "rlimit_share_sparse_raise_capped_total",
         "rlimit_share_askers_floored_total", "rlimit_share_debts_carried_total",
         "rlimit_share_debt_carried_units_total", "rlimit_share_credits_carried_total",
         "rlimit_share_credit_carried_units_total", "rlimit_share_debts_capped_total",
