@@ -344,10 +344,11 @@ class FairShare {
   static constexpr std::uint32_t kIdleRaiseBelowX63 = 47;
   // The most a sparse asker's share is raised (start_epoch: by the time
   // since its last epoch began, in news horizons): a node asking a request
-  // a second at 200 nodes (horizons of 100 ms) takes about 11. The bound
-  // holds what a node long idle on a busy key takes at once, should a
-  // crowd turn up there (docs/cluster.md, "A sparse asker's share covers
-  // its interval").
+  // a second at 200 nodes (horizons of 100 ms) takes about 11; the share
+  // raised is at most one request whatever the bound. The bound holds the
+  // chance of a node long idle on a busy key (whose turn's length says
+  // little of what the others did meanwhile); 64 measured alike
+  // (docs/cluster.md, "A sparse asker's turn covers its interval").
   static constexpr std::int64_t kMaxSparseRaise = 16;
   // A crowd of single requests (single_in_crowd): this node asked at most
   // this many requests of the last burst it asked in. At 100 nodes on
