@@ -646,11 +646,15 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // once on a key asked now and then takes at most a request a node, as
   // sparse demand's first requests do. A node asking within a horizon of
   // its last epoch's end keeps its share as it is: dense demand's epochs
-  // follow each other.
+  // follow each other. A fixed window's first epoch in a new window (its
+  // pool the window's as it stood at its start: ShareInputs::from_step) is
+  // a turn too: a node asking once a second opens one in nearly every
+  // window (`steady` at 200 nodes on the fixed window: -23.4% against the
+  // ideal, -14.9% with its turns raised but there, -4.6% with them too).
   i128 sparse_raise = 0;  // x kRaiseUnit; 0: none
   constexpr i128 kRaiseUnit = 16;
-  if (had_epoch && !in.from_wake && !in.from_step && now >= young_until_us_ &&
-      woke_us_ <= prev_start_us && view.horizon_us > 0 && now - prev_end_us > view.horizon_us) {
+  if (had_epoch && !in.from_wake && now >= young_until_us_ && woke_us_ <= prev_start_us &&
+      view.horizon_us > 0 && now - prev_end_us > view.horizon_us) {
     const i128 raise = kRaiseUnit * (now - prev_start_us) / view.horizon_us;
     found.sparse_raised = true;
     found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
