@@ -650,7 +650,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // pool the window's as it stood at its start: ShareInputs::from_step) is
   // a turn too: a node asking once a second opens one in nearly every
   // window (`steady` at 200 nodes on the fixed window: -23.4% against the
-  // ideal, -14.9% with its turns raised but there, -4.6% with them too).
+  // ideal, -14.9% with every turn raised but those, -4.6% with those too).
   i128 sparse_raise = 0;  // x kRaiseUnit; 0: none
   constexpr i128 kRaiseUnit = 16;
   if (had_epoch && !in.from_wake && now >= young_until_us_ && woke_us_ <= prev_start_us &&

@@ -215,7 +215,7 @@ struct LimiterStats {
   // its bound (FairShare::kMaxIdleRaiseX4).
   std::uint64_t share_idle_raise_capped = 0;
   // Epochs whose share was raised for this node's sparse asking on a busy
-  // key (FairShare, "A sparse asker's share covers its interval"), and
+  // key (FairShare, "A sparse asker's turn covers its interval"), and
   // those whose raise was held at its bound (FairShare::kMaxSparseRaise).
   std::uint64_t share_sparse_raised = 0;
   std::uint64_t share_sparse_raise_capped = 0;
