@@ -121,7 +121,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: sparse turns raised / capped",
         std::to_string(c.share_sparse_raised) + " / " + std::to_string(c.share_sparse_raise_capped),
         "(epochs of a node asking a busy key less than once a horizon: its turn covers its "
-        "interval, at most 16 x)");
+        "interval, at most " +
+            std::to_string(core::FairShare::kMaxSparseRaise) + " x)");
   }
   if (c.share_asks > 0) {
     row(out, "fair shares: asks / merged / crowds told",

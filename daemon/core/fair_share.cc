@@ -279,10 +279,6 @@ bool FairShare::drop_crowd_marks(TimeUs now) {
 FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareInputs& in,
                                              TimeUs now) {
   EpochStart found;
-  // The last epoch's span (a sparse asker's turn, below).
-  const bool had_epoch = epoch_us_ > 0;
-  const TimeUs prev_start_us = epoch_end_us_ - epoch_us_;
-  const TimeUs prev_end_us = epoch_end_us_;
   probing_ = false;
   strict_ = false;
   crowd_pass_ = 0;
@@ -651,11 +647,14 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // a turn too: a node asking once a second opens one in nearly every
   // window (`steady` at 200 nodes on the fixed window: -23.4% against the
   // ideal, -14.9% with every turn raised but those, -4.6% with those too).
+  // (The last epoch's span is still epoch_end_us_ and epoch_us_ here:
+  // end_epoch_at sets this one's below.)
+  const TimeUs last_start_us = epoch_end_us_ - epoch_us_;
   i128 sparse_raise = 0;  // x kRaiseUnit; 0: none
   constexpr i128 kRaiseUnit = 16;
-  if (had_epoch && !in.from_wake && now >= young_until_us_ && woke_us_ <= prev_start_us &&
-      view.horizon_us > 0 && now - prev_end_us > view.horizon_us) {
-    const i128 raise = kRaiseUnit * (now - prev_start_us) / view.horizon_us;
+  if (!first_here && !in.from_wake && now >= young_until_us_ && woke_us_ <= last_start_us &&
+      view.horizon_us > 0 && now - epoch_end_us_ > view.horizon_us) {
+    const i128 raise = kRaiseUnit * (now - last_start_us) / view.horizon_us;
     found.sparse_raised = true;
     found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
     sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
