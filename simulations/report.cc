@@ -124,6 +124,12 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
         "interval, at most " +
             std::to_string(core::FairShare::kMaxSparseRaise) + " x)");
   }
+  if (c.share_contended_balance > 0) {
+    row(out, "fair shares: contended balances", std::to_string(c.share_contended_balance),
+        "(epochs of a sliding log or window under dense demand whose balance, below the "
+        "epoch's refill, was shared " +
+            std::to_string(core::FairShare::kContendedBalanceX) + " x over)");
+  }
   if (c.share_asks > 0) {
     row(out, "fair shares: asks / merged / crowds told",
         std::to_string(c.share_asks) + " / " + std::to_string(c.share_asks_merged) + " / " +
@@ -476,6 +482,7 @@ void write_json(const Results& r, std::ostream& out) {
       << ", \"share_idle_raise_capped\": " << c.share_idle_raise_capped
       << ", \"share_sparse_raised\": " << c.share_sparse_raised
       << ", \"share_sparse_raise_capped\": " << c.share_sparse_raise_capped
+      << ", \"share_contended_balance\": " << c.share_contended_balance
       << ", \"share_askers_floored\": " << c.share_askers_floored
       << ", \"share_debts_carried\": " << c.share_debts_carried
       << ", \"share_debt_carried_units\": " << c.share_debt_carried_units

@@ -72,6 +72,7 @@ struct CoreTotals {
   std::uint64_t share_idle_raise_capped = 0;  // epochs whose idle raise was held at its bound
   std::uint64_t share_sparse_raised = 0;      // epochs raised for a sparse asker's turn
   std::uint64_t share_sparse_raise_capped = 0;  // ... and held at its bound
+  std::uint64_t share_contended_balance = 0;    // epochs counting a contended balance over
   std::uint64_t share_askers_floored = 0;     // epochs whose crowd was the askers' floor
   std::uint64_t share_debts_carried = 0;      // wakes carrying a forgiven debt
   std::uint64_t share_debt_carried_units = 0;  // units of forgiven debt carried

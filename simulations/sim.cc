@@ -290,6 +290,7 @@ class Simulation {
     t.share_idle_raise_capped += l.share_idle_raise_capped;
     t.share_sparse_raised += l.share_sparse_raised;
     t.share_sparse_raise_capped += l.share_sparse_raise_capped;
+    t.share_contended_balance += l.share_contended_balance;
     t.share_askers_floored += l.share_askers_floored;
     t.share_debts_carried += l.share_debts_carried;
     t.share_debt_carried_units += l.share_debt_carried_units;

@@ -350,6 +350,16 @@ class FairShare {
   // little of what the others did meanwhile); 64 measured alike
   // (docs/cluster.md, "A sparse asker's turn covers its interval").
   static constexpr std::int64_t kMaxSparseRaise = 16;
+  // A contended balance (start_epoch) is shared this many times over where
+  // the algorithm's room frees as it is admitted (a sliding log or window):
+  // what such a cluster leaves unspent it never gets back, so in steady
+  // contention it settles where the balance its shares leave equals the
+  // rate it loses, and counting that balance this many times settles it
+  // about this much lower. At most this less one times the epoch's refill
+  // beyond the pool an epoch spends, and only once a burst has gone on for
+  // a period (docs/cluster.md, "A contended balance, shared over"; 2 and 8
+  // measured too).
+  static constexpr std::int64_t kContendedBalanceX = 4;
   // A crowd of single requests (single_in_crowd): this node asked at most
   // this many requests of the last burst it asked in. At 100 nodes on
   // `coldkeys`, each asking a key about twice a burst and sitting near the
@@ -465,6 +475,9 @@ class FairShare {
     // busy: start_epoch), and the raise held at its bound (kMaxSparseRaise).
     bool sparse_raised = false;
     bool sparse_raise_capped = false;
+    // This node's share counted the balance kContendedBalanceX times (a
+    // contended balance, where room frees as it is admitted: start_epoch).
+    bool contended_balance = false;
     // A crowd's chance was counted from the askers' floor (the live nodes x
     // kLeastAskedWakesX63 / 63, above what the origins show): this node
     // asked in hardly any of the key's recent bursts.
@@ -684,7 +697,12 @@ class FairShare {
   // crowding check); -1 if none was noted. And the last burst's error,
   // taken from the next pool.
   std::int64_t burst_pool_ = -1;
-  std::int64_t burst_carry_ = 0;
+  // (32 bits, at most kMaxCarriedUnits either way, beside the count below.)
+  std::int32_t burst_carry_ = 0;
+  // Epochs started here since the key's burst began (the wake after an
+  // idle spell, note_wake); saturates at kMaxBurstEpochs.
+  static constexpr std::uint32_t kMaxBurstEpochs = 63;
+  std::uint32_t burst_epochs_ : 6 = 0;
   // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is
   // the balance this node shared out at its wake (less the debt carried
   // into it), -1 if none was noted, and last_asked_us_ this node's last

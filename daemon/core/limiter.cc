@@ -976,6 +976,7 @@ bool Limiter::share_admits(Pending& p, std::string_view key, std::int64_t headro
     if (found.idle_raise_capped) ++stats_.share_idle_raise_capped;
     if (found.sparse_raised) ++stats_.share_sparse_raised;
     if (found.sparse_raise_capped) ++stats_.share_sparse_raise_capped;
+    if (found.contended_balance) ++stats_.share_contended_balance;
     if (found.askers_floored) ++stats_.share_askers_floored;
     if (found.debt_carried) {
       ++stats_.share_debts_carried;

@@ -106,6 +106,9 @@ const StatusMetric kStatusMetrics[] = {
             "key (by the time since its last epoch began, in news horizons)."),
     counter("rlimit_share_sparse_raise_capped_total",
             "Fair share epochs whose sparse asker's raise was held at its bound (16 x)."),
+    counter("rlimit_share_contended_balance_total",
+            "Fair share epochs whose share counted a contended balance 4 times (a sliding log or "
+            "window, dense demand, a balance below the epoch's refill)."),
     counter("rlimit_share_askers_floored_total",
             "Fair share epochs whose crowd's chance was counted from the askers' floor (4/63 of "
             "the live nodes): this node asked in hardly any of the key's recent bursts."),
@@ -394,8 +397,9 @@ constexpr std::string_view kStatusNames[] = {
     "share_log_epochs_cut", "share_single_crowd_epochs", "share_crowded_epochs",
     "share_crowded_starts", "share_keys_crowded", "share_asks", "share_crowds_told",
     "share_idle_raise_capped", "share_sparse_raised", "share_sparse_raise_capped",
-    "share_askers_floored", "share_debts_carried", "share_debt_carried_units", "share_debts_capped",
-    "share_credits_carried", "share_credit_carried_units", "share_passes_thinned",
+    "share_contended_balance", "share_askers_floored", "share_debts_carried",
+    "share_debt_carried_units", "share_debts_capped", "share_credits_carried",
+    "share_credit_carried_units", "share_passes_thinned",
     // ShellCounters
     "connections_accepted", "connections_rejected", "connections_open", "accept_errors",
     "read_errors", "write_errors", "connections_force_closed", "write_timeouts", "idle_timeouts",

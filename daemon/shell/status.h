@@ -50,7 +50,7 @@ struct StatusContext {
 template <typename F>
 void for_each_stat(const core::LimiterStats& s, F&& f) {
   // A new LimiterStats field must be listed here, or status would hide it.
-  static_assert(sizeof(core::LimiterStats) == 48 * sizeof(std::uint64_t),
+  static_assert(sizeof(core::LimiterStats) == 49 * sizeof(std::uint64_t),
                 "list every LimiterStats field in for_each_stat");
   f(std::string_view("checks"), s.checks);
   f(std::string_view("allowed"), s.allowed);
@@ -93,6 +93,7 @@ void for_each_stat(const core::LimiterStats& s, F&& f) {
   f(std::string_view("share_idle_raise_capped"), s.share_idle_raise_capped);
   f(std::string_view("share_sparse_raised"), s.share_sparse_raised);
   f(std::string_view("share_sparse_raise_capped"), s.share_sparse_raise_capped);
+  f(std::string_view("share_contended_balance"), s.share_contended_balance);
   f(std::string_view("share_askers_floored"), s.share_askers_floored);
   f(std::string_view("share_debts_carried"), s.share_debts_carried);
   f(std::string_view("share_debt_carried_units"), s.share_debt_carried_units);

@@ -1362,6 +1362,59 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
   EXPECT_TRUE(turn(1, 10, long_turn_at, false, 1).second.sparse_raise_capped);
 }
 
+// A contended balance: where the algorithm's room frees as it is admitted
+// (a sliding log or window: it repays no overshoot) and this node's demand
+// is dense, a balance below the epoch's refill is shared kContendedBalanceX
+// times over, once the burst has gone on here for a period. 5 nodes with
+// equal parts of the key's consumption (weights of 1/5), epochs of 100 ms
+// against a period of 1 s: at the 12th epoch, a balance of 4 and a refill of
+// 10 give (4 x 4 + 10) / 5 = 5.2, not 14 / 5 = 2.8. Not at the 10th (a
+// burst's later epochs: their overshoot its end would leave unrepaid), not
+// where the algorithm repays an overshoot (a bucket's balance is no rate
+// lost), nor where the balance is the refill or more (a burst's first
+// epoch), nor where demand here is sparse.
+TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
+  // Requests admitted within the share of 30 asked, at the `epochs`-th
+  // epoch, and what its start found.
+  const auto epoch = [](std::int64_t balance, bool repays, bool dense, int epochs) {
+    FairShare share;
+    ShareInputs in{.headroom = balance,
+                   .refill = 10,
+                   .others = 4,
+                   .has_own = true,
+                   .repays_overshoot = repays,
+                   .own_consumed = 10,
+                   .all_consumed = 50,
+                   .key_seed = 5,
+                   .rate_limit = 100,
+                   .rate_period_us = kUsPerSecond};
+    TimeUs at = kStart;
+    for (int i = 1; i < epochs; ++i, at += kHorizonUs) {
+      share.start_epoch(view_of(5), in, at);
+      for (std::uint32_t n = 0; dense && n < FairShare::kDenseRequests; ++n) share.count(at);
+      in.own_consumed += 10;
+      in.all_consumed += 50;
+    }
+    const FairShare::EpochStart found = share.start_epoch(view_of(5), in, at);
+    return std::pair{spend_epoch(share, 30, at), found};
+  };
+  const auto [contended, found] = epoch(4, false, true, 12);
+  EXPECT_TRUE(found.contended_balance);
+  EXPECT_GE(contended, 5);  // 5.2 and the dither's fraction
+  EXPECT_LE(contended, 6);
+  for (const auto& [admitted, start] :
+       {epoch(4, false, true, 10), epoch(4, true, true, 12), epoch(4, false, false, 12)}) {
+    EXPECT_FALSE(start.contended_balance);
+    EXPECT_GE(admitted, 2);  // 2.8
+    EXPECT_LE(admitted, 3);
+  }
+  // A balance of the refill: (10 + 10) / 5 = 4, as it stands.
+  const auto [full, full_found] = epoch(10, false, true, 12);
+  EXPECT_FALSE(full_found.contended_balance);
+  EXPECT_GE(full, 4);
+  EXPECT_LE(full, 5);
+}
+
 // One of a crowd of single requests: a crowd's first requests thinned here
 // (kCrowdedNodes live nodes, kDenseRequests origins in one burst), and at
 // most kSingleInCrowdMostAsked requests asked in the last burst this node

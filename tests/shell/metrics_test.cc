@@ -385,12 +385,12 @@ TEST_F(MetricsTest, ClusterFamiliesFromALiveClusterNode) {
   for (const std::string name :
        {"rlimit_share_keys_crowded_total", "rlimit_share_idle_raise_capped_total",
         "rlimit_share_sparse_raised_total", "rlimit_share_sparse_raise_capped_total",
-        "rlimit_share_askers_floored_total", "rlimit_share_debts_carried_total",
-        "rlimit_share_debt_carried_units_total", "rlimit_share_credits_carried_total",
-        "rlimit_share_credit_carried_units_total", "rlimit_share_debts_capped_total",
-        "rlimit_share_passes_thinned_total", "rlimit_share_straggler_wakes_total",
-        "rlimit_share_crowds_disproved_total", "rlimit_share_log_epochs_cut_total",
-        "rlimit_share_single_crowd_epochs_total"}) {
+        "rlimit_share_contended_balance_total", "rlimit_share_askers_floored_total",
+        "rlimit_share_debts_carried_total", "rlimit_share_debt_carried_units_total",
+        "rlimit_share_credits_carried_total", "rlimit_share_credit_carried_units_total",
+        "rlimit_share_debts_capped_total", "rlimit_share_passes_thinned_total",
+        "rlimit_share_straggler_wakes_total", "rlimit_share_crowds_disproved_total",
+        "rlimit_share_log_epochs_cut_total", "rlimit_share_single_crowd_epochs_total"}) {
     EXPECT_EQ(p.type.at(name), "counter") << name;
     EXPECT_EQ(p.samples.at(name), "0") << name;
   }
