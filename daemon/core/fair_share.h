@@ -360,6 +360,10 @@ class FairShare {
   // a period (docs/cluster.md, "A contended balance, shared over"; 2 and 8
   // measured too).
   static constexpr std::int64_t kContendedBalanceX = 4;
+  // A burst has gone on for a period here once this node started as many
+  // epochs in it as a period holds horizons, or this many (6 bits; a period
+  // of more horizons, a limit a minute: start_epoch).
+  static constexpr std::uint32_t kMaxBurstEpochs = 63;
   // A crowd of single requests (single_in_crowd): this node asked at most
   // this many requests of the last burst it asked in. At 100 nodes on
   // `coldkeys`, each asking a key about twice a burst and sitting near the
@@ -701,7 +705,6 @@ class FairShare {
   std::int32_t burst_carry_ = 0;
   // Epochs started here since the key's burst began (the wake after an
   // idle spell, note_wake); saturates at kMaxBurstEpochs.
-  static constexpr std::uint32_t kMaxBurstEpochs = 63;
   std::uint32_t burst_epochs_ : 6 = 0;
   // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is
   // the balance this node shared out at its wake (less the debt carried

@@ -1408,6 +1408,31 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
     EXPECT_GE(admitted, 2);  // 2.8
     EXPECT_LE(admitted, 3);
   }
+  // A period of a minute (600 horizons): from the kMaxBurstEpochs-th epoch.
+  const auto minute = [](std::uint32_t epochs) {
+    FairShare share;
+    ShareInputs in{.headroom = 4,
+                   .refill = 10,
+                   .others = 4,
+                   .has_own = true,
+                   .repays_overshoot = false,
+                   .own_consumed = 10,
+                   .all_consumed = 50,
+                   .key_seed = 5,
+                   .rate_limit = 6000,
+                   .rate_period_us = 60 * kUsPerSecond};
+    FairShare::EpochStart found;
+    for (std::uint32_t i = 0; i < epochs; ++i) {
+      const TimeUs at = kStart + i * kHorizonUs;
+      found = share.start_epoch(view_of(5), in, at);
+      for (std::uint32_t n = 0; n < FairShare::kDenseRequests; ++n) share.count(at);
+      in.own_consumed += 10;
+      in.all_consumed += 50;
+    }
+    return found.contended_balance;
+  };
+  EXPECT_FALSE(minute(FairShare::kMaxBurstEpochs - 1));
+  EXPECT_TRUE(minute(FairShare::kMaxBurstEpochs));
   // A balance of the refill: (10 + 10) / 5 = 4, as it stands.
   const auto [full, full_found] = epoch(10, false, true, 12);
   EXPECT_FALSE(full_found.contended_balance);
