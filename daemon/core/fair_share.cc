@@ -689,8 +689,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // Or kMaxBurstEpochs of them, where a period holds more horizons (a
   // limit a minute): an epoch's extra, at most 3 refills of one horizon,
   // is then a small part of the period's limit.
-  if (!in.repays_overshoot && !in.from_wake && !in.from_step && dense(now) && crowd_chance < 0 &&
-      balance > 0 && balance < refill &&
+  // (A fixed window's first epoch in a window, from_step, repays.)
+  if (!in.repays_overshoot && !in.from_wake && dense(now) && crowd_chance < 0 && balance > 0 &&
+      balance < refill &&
       (burst_epochs_ == kMaxBurstEpochs ||
        i128{burst_epochs_} * view.horizon_us > in.rate_period_us)) {
     share += (kContendedBalanceX - 1) * balance * weight / kOne;

@@ -358,7 +358,7 @@ class FairShare {
   // about this much lower. At most this less one times the epoch's refill
   // beyond the pool an epoch spends, and only once a burst has gone on for
   // a period (docs/cluster.md, "A contended balance, shared over"; 2 and 8
-  // measured too).
+  // measured too, before the period's wait).
   static constexpr std::int64_t kContendedBalanceX = 4;
   // A burst has gone on for a period here once this node started as many
   // epochs in it as a period holds horizons, or this many (6 bits; a period

@@ -1374,9 +1374,11 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 // lost), nor where the balance is the refill or more (a burst's first
 // epoch), nor where demand here is sparse.
 TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
-  // Requests admitted within the share of 30 asked, at the `epochs`-th
-  // epoch, and what its start found.
-  const auto epoch = [](std::int64_t balance, bool repays, bool dense, int epochs) {
+  // Requests admitted within the share of 30 asked at the `epochs`-th epoch
+  // (a horizon each) against a period of `period_us`, and what its start
+  // found.
+  const auto epoch = [](std::int64_t balance, bool repays, bool dense, std::uint32_t epochs,
+                        TimeUs period_us = kUsPerSecond) {
     FairShare share;
     ShareInputs in{.headroom = balance,
                    .refill = 10,
@@ -1387,9 +1389,9 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
                    .all_consumed = 50,
                    .key_seed = 5,
                    .rate_limit = 100,
-                   .rate_period_us = kUsPerSecond};
+                   .rate_period_us = period_us};
     TimeUs at = kStart;
-    for (int i = 1; i < epochs; ++i, at += kHorizonUs) {
+    for (std::uint32_t i = 1; i < epochs; ++i, at += kHorizonUs) {
       share.start_epoch(view_of(5), in, at);
       for (std::uint32_t n = 0; dense && n < FairShare::kDenseRequests; ++n) share.count(at);
       in.own_consumed += 10;
@@ -1409,30 +1411,10 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
     EXPECT_LE(admitted, 3);
   }
   // A period of a minute (600 horizons): from the kMaxBurstEpochs-th epoch.
-  const auto minute = [](std::uint32_t epochs) {
-    FairShare share;
-    ShareInputs in{.headroom = 4,
-                   .refill = 10,
-                   .others = 4,
-                   .has_own = true,
-                   .repays_overshoot = false,
-                   .own_consumed = 10,
-                   .all_consumed = 50,
-                   .key_seed = 5,
-                   .rate_limit = 6000,
-                   .rate_period_us = 60 * kUsPerSecond};
-    FairShare::EpochStart found;
-    for (std::uint32_t i = 0; i < epochs; ++i) {
-      const TimeUs at = kStart + i * kHorizonUs;
-      found = share.start_epoch(view_of(5), in, at);
-      for (std::uint32_t n = 0; n < FairShare::kDenseRequests; ++n) share.count(at);
-      in.own_consumed += 10;
-      in.all_consumed += 50;
-    }
-    return found.contended_balance;
-  };
-  EXPECT_FALSE(minute(FairShare::kMaxBurstEpochs - 1));
-  EXPECT_TRUE(minute(FairShare::kMaxBurstEpochs));
+  constexpr TimeUs kMinuteUs = 60 * kUsPerSecond;
+  EXPECT_FALSE(
+      epoch(4, false, true, FairShare::kMaxBurstEpochs - 1, kMinuteUs).second.contended_balance);
+  EXPECT_TRUE(epoch(4, false, true, FairShare::kMaxBurstEpochs, kMinuteUs).second.contended_balance);
   // A balance of the refill: (10 + 10) / 5 = 4, as it stands.
   const auto [full, full_found] = epoch(10, false, true, 12);
   EXPECT_FALSE(full_found.contended_balance);
