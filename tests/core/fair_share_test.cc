@@ -1372,32 +1372,37 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 // burst's later epochs: their overshoot its end would leave unrepaid), not
 // where the algorithm repays an overshoot (a bucket's balance is no rate
 // lost), nor where the balance is the refill or more (a burst's first
-// epoch), nor where demand here is sparse.
+// epoch), nor where demand here is sparse. In a crowd too: 100 nodes, each
+// in one burst with the others (a crowd's first requests thinned), with a
+// balance and a refill 20 times as large, share it alike.
 TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   // Requests admitted within the share of 30 asked at the `epochs`-th epoch
   // (a horizon each) against a period of `period_us`, and what its start
-  // found.
+  // found, among `live` nodes spending alike (at 5, a balance and a refill
+  // of 10 as given; at more, as large a part of them a node).
   const auto epoch = [](std::int64_t balance, bool repays, bool dense, std::uint32_t epochs,
-                        TimeUs period_us = kUsPerSecond) {
+                        TimeUs period_us = kUsPerSecond, std::uint32_t live = 5) {
     FairShare share;
-    ShareInputs in{.headroom = balance,
-                   .refill = 10,
-                   .others = 4,
+    ShareInputs in{.headroom = balance * live / 5,
+                   .refill = 10 * std::int64_t{live} / 5,
+                   .others = live - 1,
+                   .recent_others = live - 1,
+                   .burst_others = live - 1,
                    .has_own = true,
                    .repays_overshoot = repays,
                    .own_consumed = 10,
-                   .all_consumed = 50,
+                   .all_consumed = 10 * std::uint64_t{live},
                    .key_seed = 5,
                    .rate_limit = 100,
                    .rate_period_us = period_us};
     TimeUs at = kStart;
     for (std::uint32_t i = 1; i < epochs; ++i, at += kHorizonUs) {
-      share.start_epoch(view_of(5), in, at);
+      share.start_epoch(view_of(live), in, at);
       for (std::uint32_t n = 0; dense && n < FairShare::kDenseRequests; ++n) share.count(at);
       in.own_consumed += 10;
-      in.all_consumed += 50;
+      in.all_consumed += 10 * std::uint64_t{live};
     }
-    const FairShare::EpochStart found = share.start_epoch(view_of(5), in, at);
+    const FairShare::EpochStart found = share.start_epoch(view_of(live), in, at);
     return std::pair{spend_epoch(share, 30, at), found};
   };
   const auto [contended, found] = epoch(4, false, true, 12);
@@ -1420,6 +1425,12 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   EXPECT_FALSE(full_found.contended_balance);
   EXPECT_GE(full, 4);
   EXPECT_LE(full, 5);
+  // A crowd of 100: (80 x 4 + 200) / 100 = 5.2, not 280 / 100 = 2.8.
+  const auto [crowd, crowd_found] = epoch(4, false, true, 12, kUsPerSecond, 100);
+  EXPECT_TRUE(crowd_found.pass_thinned);  // the crowd's chance: its first request's
+  EXPECT_TRUE(crowd_found.contended_balance);
+  EXPECT_GE(crowd, 5);
+  EXPECT_LE(crowd, 6);
 }
 
 // One of a crowd of single requests: a crowd's first requests thinned here
