@@ -7,7 +7,8 @@
 # beyond 1%), the bounds of issue 14 that a row misses in bold. About 20
 # minutes on two cores with the defaults (19 min 49 s measured), most of it
 # the 200-node runs. SCENARIO runs another of issue 14's shapes the same way
-# (`coldkeys`: many keys new at once; `periodic`: a job on a schedule).
+# (`coldkeys`: many keys new at once; `periodic`: a job on a schedule;
+# `storm`: a retry storm on a key under steady contention).
 # Usage: simulations/aligned_table.sh [SIM]
 #   SEEDS (default 8: seeds 1..8), DURATION (default 60s), JOBS (default 2),
 #   NODES (default "5 20 50 200"), ALGORITHMS (default every replicated one),

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim_support.h"
@@ -866,6 +867,52 @@ TEST(FairShareSimTest, A100NodeCrowdOnASlidingWindowOrLogSharesItsContendedBalan
     EXPECT_GT(r.core.share_contended_balance, 1000u) << algorithm;
   }
 }
+
+// A retry storm (`storm`: Poisson demand at twice a limit of 100/s spread
+// over every node, then every node at 20 x for 2 s from 15 s), every
+// replicated algorithm at 5, 20 and 50 nodes, seeds 1-2: the storm's
+// seconds stay within the windows' bounds. A fixed window's own ideal
+// admits two limits in a window across its start (the storm begins at
+// one: 1.78-1.94 x measured) and as little as 0.14 x after it, so it is
+// held against the ideal instead: at most half a limit above it in any
+// window, and at least half what the ideal admits. The run's own error is
+// the steady part's (docs/accuracy.md, `steady`): within 1% but for the
+// sliding log and window, whose spread demand runs 1.6-2.9% under the
+// ideal at 20-50 nodes.
+void expect_storm_held(int nodes) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"token_bucket", {}},   {"leaky_bucket", {}}, {"fixed_window", {}},
+      {"sliding_log", {}},    {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+      {"sliding_window", {}},
+  };
+  for (const auto& [algorithm, options] : cases) {
+    for (const std::uint64_t seed : {1, 2}) {
+      std::vector<std::string> overrides = options;
+      overrides.push_back("cluster.nodes=" + std::to_string(nodes));
+      overrides.push_back("rule.0.algorithm=\"" + algorithm + "\"");
+      const Results r = run(shipped("storm", overrides), seed);
+      const std::string what =
+          algorithm + ", " + std::to_string(nodes) + " nodes, seed " + std::to_string(seed);
+      const double limit = r.limit_per_window();
+      if (algorithm == "fixed_window") {
+        EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0) << what;
+        EXPECT_LE(static_cast<double>(r.worst_over_window), 0.5 * limit) << what;
+        EXPECT_GE(r.least_window_vs_ideal(), 0.5) << what;
+      } else {
+        expect_windows(r, what, 100);
+      }
+      const bool spread_runs_under = algorithm == "sliding_log" || algorithm == "sliding_window";
+      EXPECT_LE(std::abs(r.error_ratio()), spread_runs_under ? 0.035 : 0.01) << what;
+    }
+  }
+}
+
+TEST(FairShareSimTest, ARetryStormOn5And20NodesHoldsTheWindows) {
+  expect_storm_held(5);
+  expect_storm_held(20);
+}
+
+TEST(FairShareSimTest, ARetryStormOn50NodesHoldsTheWindows) { expect_storm_held(50); }
 
 }  // namespace
 }  // namespace rlimit::sim
