@@ -677,9 +677,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // below the epoch's refill (contention: the key is spent about as it
   // frees; a burst's first epoch finds its full balance), the balance is
   // counted kContendedBalanceX times: the balance the leftovers settle at
-  // falls about as much. The shares then sum to at most the pool and that many
-  // times less one the refill; an overshoot lowers the next balance, which
-  // the next epoch's shares then come out of. Only once the burst has gone
+  // falls about as much. The shares then sum to at most the pool and that
+  // many times less one the refill; an overshoot lowers the next balance,
+  // which the next epoch's shares then come out of. Only once the burst has gone
   // on here for a period (this node's epochs since the key's last idle
   // spell, about a horizon each): steady contention, not a burst's later
   // epochs, whose overshoot the burst's end leaves unrepaid (a 200 ms job
