@@ -128,7 +128,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
     row(out, "fair shares: contended balances", std::to_string(c.share_contended_balance),
         "(epochs of a sliding log or window under dense demand whose balance, below the "
         "epoch's refill, was shared " +
-            std::to_string(core::FairShare::kContendedBalanceX) + " x over)");
+            std::to_string(core::FairShare::kContendedBalanceX) + " x over, " +
+            std::to_string(core::FairShare::kContendedAccruingBalanceX) + " x on a window)");
   }
   if (c.share_asks > 0) {
     row(out, "fair shares: asks / merged / crowds told",

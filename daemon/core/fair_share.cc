@@ -676,8 +676,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // shares off). So where this node's demand is dense and the balance is
   // below the epoch's refill (contention: the key is spent about as it
   // frees; a burst's first epoch finds its full balance), the balance is
-  // counted kContendedBalanceX times: the balance the leftovers settle at
-  // falls about as much. The shares then sum to at most the pool and that
+  // counted kContendedBalanceX times (kContendedAccruingBalanceX where the
+  // refill accrues: a window's): the balance the leftovers settle at falls
+  // about as much. The shares then sum to at most the pool and that
   // many times less one the refill; an overshoot lowers the next balance,
   // which the next epoch's shares then come out of. Only once the burst has gone
   // on here for a period (this node's epochs since the key's last idle
@@ -698,7 +699,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   if (!in.repays_overshoot && !in.from_wake && dense(now) && balance > 0 && balance < refill &&
       (burst_epochs_ == kMaxBurstEpochs ||
        i128{burst_epochs_} * view.horizon_us > in.rate_period_us)) {
-    share += (kContendedBalanceX - 1) * balance * weight / kOne;
+    const std::int64_t times = in.refill_accrues ? kContendedAccruingBalanceX : kContendedBalanceX;
+    share += (times - 1) * balance * weight / kOne;
     found.contended_balance = true;
   }
   if (sparse_raise > 0 && share + accruing < kOne) {

@@ -360,6 +360,13 @@ class FairShare {
   // a period (docs/cluster.md, "A contended balance, shared over"; 2 and 8
   // measured too, before the period's wait).
   static constexpr std::int64_t kContendedBalanceX = 4;
+  // And this many times where the refill accrues over the epoch (a sliding
+  // window: ShareInputs::refill_accrues): a request early in an epoch finds
+  // less of the share, and more of it is left unspent. 8 measured better
+  // on the window at 5-100 nodes and in storms, the log worse (its refill
+  // is spendable at once; docs/cluster.md, "A contended balance, counted
+  // 8 times where the refill accrues").
+  static constexpr std::int64_t kContendedAccruingBalanceX = 8;
   // A burst has gone on for a period here once this node started as many
   // epochs in it as a period holds horizons, or this many (6 bits; a period
   // of more horizons, a limit a minute: start_epoch).
@@ -479,8 +486,9 @@ class FairShare {
     // busy: start_epoch), and the raise held at its bound (kMaxSparseRaise).
     bool sparse_raised = false;
     bool sparse_raise_capped = false;
-    // This node's share counted the balance kContendedBalanceX times (a
-    // contended balance, where room frees as it is admitted: start_epoch).
+    // This node's share counted the balance kContendedBalanceX times, or
+    // kContendedAccruingBalanceX (a contended balance, where room frees as
+    // it is admitted: start_epoch).
     bool contended_balance = false;
     // A crowd's chance was counted from the askers' floor (the live nodes x
     // kLeastAskedWakesX63 / 63, above what the origins show): this node

@@ -219,9 +219,10 @@ struct LimiterStats {
   // those whose raise was held at its bound (FairShare::kMaxSparseRaise).
   std::uint64_t share_sparse_raised = 0;
   std::uint64_t share_sparse_raise_capped = 0;
-  // Epochs whose share counted a contended balance kContendedBalanceX times
-  // (FairShare, "A contended balance, shared over": a sliding log or
-  // window, dense demand, a balance below the epoch's refill).
+  // Epochs whose share counted a contended balance kContendedBalanceX times,
+  // or kContendedAccruingBalanceX on a sliding window (FairShare, "A
+  // contended balance, shared over": a sliding log or window, dense demand,
+  // a balance below the epoch's refill).
   std::uint64_t share_contended_balance = 0;
   // Epochs whose crowd's chance was counted from the askers' floor
   // (FairShare::kLeastAskedWakesX63: this node asked in hardly any of the

@@ -1374,17 +1374,22 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 // lost), nor where the balance is the refill or more (a burst's first
 // epoch), nor where demand here is sparse. In a crowd too: 100 nodes, each
 // in one burst with the others (a crowd's first requests thinned), with a
-// balance and a refill 20 times as large, share it alike.
+// balance and a refill 20 times as large, share it alike. Where the refill
+// accrues over the epoch (a sliding window), kContendedAccruingBalanceX
+// times: 4 x 8 / 5 = 6.4 at the epoch's start, not 3.2.
 TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   // Requests admitted within the share of 30 asked at the `epochs`-th epoch
   // (a horizon each) against a period of `period_us`, and what its start
   // found, among `live` nodes spending alike (at 5, a balance and a refill
-  // of 10 as given; at more, as large a part of them a node).
+  // of 10 as given; at more, as large a part of them a node), the refill
+  // accruing over the epoch if `accrues` (spent at its start: none of it).
   const auto epoch = [](std::int64_t balance, bool repays, bool dense, std::uint32_t epochs,
-                        TimeUs period_us = kUsPerSecond, std::uint32_t live = 5) {
+                        TimeUs period_us = kUsPerSecond, std::uint32_t live = 5,
+                        bool accrues = false) {
     FairShare share;
     ShareInputs in{.headroom = balance * live / 5,
                    .refill = 10 * std::int64_t{live} / 5,
+                   .refill_accrues = accrues,
                    .others = live - 1,
                    .recent_others = live - 1,
                    .burst_others = live - 1,
@@ -1431,6 +1436,11 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   EXPECT_TRUE(crowd_found.contended_balance);
   EXPECT_GE(crowd, 5);
   EXPECT_LE(crowd, 6);
+  // The refill accruing: 6.4 at the start (3.2 at kContendedBalanceX).
+  const auto [window, window_found] = epoch(4, false, true, 12, kUsPerSecond, 5, true);
+  EXPECT_TRUE(window_found.contended_balance);
+  EXPECT_GE(window, 6);
+  EXPECT_LE(window, 7);
 }
 
 // One of a crowd of single requests: a crowd's first requests thinned here

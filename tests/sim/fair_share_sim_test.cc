@@ -856,11 +856,12 @@ TEST(FairShareSimTest, SparsePerUserDemandLosesNothing) {
 // (100 origins within a horizon of each other), whose leftover shares stand
 // as a balance that a window or a log never gets back. Its epochs share a
 // contended balance over as a dense node's do (docs/cluster.md, "A
-// contended balance in a crowd"): seed 1, the window -5.27% -> -2.12%, the
+// contended balance in a crowd"): seed 1, the window -5.27% -> -2.12%
+// (-1.54% since it counts the balance 8 times, its refill accruing), the
 // log -1.28% -> -0.04% (with fair shares off -0.47% and +4.59%).
 TEST(FairShareSimTest, A100NodeCrowdOnASlidingWindowOrLogSharesItsContendedBalanceOver) {
   for (const auto& [algorithm, bound] :
-       {std::pair{"sliding_window", 0.03}, std::pair{"sliding_log", 0.01}}) {
+       {std::pair{"sliding_window", 0.02}, std::pair{"sliding_log", 0.01}}) {
     const Results r =
         run(shipped("nodes100", {std::string("rule.0.algorithm=\"") + algorithm + "\""}), 1);
     EXPECT_LE(std::abs(r.error_ratio()), bound) << algorithm;
