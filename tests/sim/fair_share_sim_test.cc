@@ -878,7 +878,7 @@ TEST(FairShareSimTest, A100NodeCrowdOnASlidingWindowOrLogSharesItsContendedBalan
 // held against the ideal instead: at most half a limit above it in any
 // window, and at least half what the ideal admits. The run's own error is
 // the steady part's (docs/accuracy.md, `steady`): within 1% but for the
-// sliding log and window, whose spread demand runs 1.6-2.9% under the
+// sliding log and window, whose spread demand runs up to 2.7% under the
 // ideal at 20-50 nodes.
 void expect_storm_held(int nodes) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
