@@ -678,23 +678,24 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // frees; a burst's first epoch finds its full balance), the balance is
   // counted kContendedBalanceX times (kContendedAccruingBalanceX where the
   // refill accrues: a window's): the balance the leftovers settle at falls
-  // about as much. The shares then sum to at most the pool and that
-  // many times less one the refill; an overshoot lowers the next balance,
-  // which the next epoch's shares then come out of. Only once the burst has gone
+  // about as much. The shares then sum to at most the pool and that many
+  // times less one the refill; an overshoot lowers the next balance, which
+  // the next epoch's shares then come out of. Only once the burst has gone
   // on here for a period (this node's epochs since the key's last idle
   // spell, about a horizon each): steady contention, not a burst's later
   // epochs, whose overshoot the burst's end leaves unrepaid (a 200 ms job
   // at 20 nodes across a window's start, `periodic` from 3.9 s: +0.76% ->
   // +2.14% against the ideal with every burst's epochs counted, seed 1).
   // Or kMaxBurstEpochs of them, where a period holds more horizons (a
-  // limit a minute): an epoch's extra, at most 3 refills of one horizon,
-  // is then a small part of the period's limit. In a crowd too (a crowd's
-  // chance, above, is its first request's; the share is what it spends
-  // beyond): 100 nodes asking 20 a second each at twice a limit of 1000/s
-  // (`nodes100`) are a crowd at nearly every epoch, and left out so the
-  // window ran -5.27% against the ideal, the log -1.28% (-2.12% and -0.04%
-  // with them, seed 1; -0.47% and +4.59% with fair shares off; docs/
-  // cluster.md, "A contended balance in a crowd").
+  // limit a minute): an epoch's extra, at most 3 refills of one horizon
+  // (7 on a window), is then a small part of the period's limit. In a
+  // crowd too (a crowd's chance, above, is its first request's; the share
+  // is what it spends beyond): 100 nodes asking 20 a second each at twice
+  // a limit of 1000/s (`nodes100`) are a crowd at nearly every epoch, and
+  // left out so the window ran -5.27% against the ideal, the log -1.28%
+  // (-2.12%, -1.54% counted 8 times, and -0.04% with them, seed 1; -0.47%
+  // and +4.59% with fair shares off; docs/cluster.md, "A contended balance
+  // in a crowd").
   // (A fixed window's first epoch in a window, from_step, repays.)
   if (!in.repays_overshoot && !in.from_wake && dense(now) && balance > 0 && balance < refill &&
       (burst_epochs_ == kMaxBurstEpochs ||
