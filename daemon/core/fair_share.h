@@ -365,7 +365,8 @@ class FairShare {
   // less of the share, and more of it is left unspent. 8 measured better
   // on the window at 5-100 nodes and in storms, the log worse (its refill
   // is spendable at once; docs/cluster.md, "A contended balance, counted
-  // 8 times where the refill accrues").
+  // 8 times where the refill accrues"). There whether or not this node's
+  // demand is dense.
   static constexpr std::int64_t kContendedAccruingBalanceX = 8;
   // A burst has gone on for a period here once this node started as many
   // epochs in it as a period holds horizons, or this many (6 bits; a period

@@ -1376,7 +1376,8 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 // in one burst with the others (a crowd's first requests thinned), with a
 // balance and a refill 20 times as large, share it alike. Where the refill
 // accrues over the epoch (a sliding window), kContendedAccruingBalanceX
-// times: 4 x 8 / 5 = 6.4 at the epoch's start, not 3.2.
+// times: 4 x 8 / 5 = 6.4 at the epoch's start, not 3.2; there where demand
+// here is sparse too.
 TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   // Requests admitted within the share of 30 asked at the `epochs`-th epoch
   // (a horizon each) against a period of `period_us`, and what its start
@@ -1437,10 +1438,12 @@ TEST(FairShareTest, AContendedBalanceIsSharedOverWhereRoomFreesAsAdmitted) {
   EXPECT_GE(crowd, 5);
   EXPECT_LE(crowd, 6);
   // The refill accruing: 6.4 at the start (3.2 at kContendedBalanceX).
-  const auto [window, window_found] = epoch(4, false, true, 12, kUsPerSecond, 5, true);
-  EXPECT_TRUE(window_found.contended_balance);
-  EXPECT_GE(window, 6);
-  EXPECT_LE(window, 7);
+  for (const bool dense : {true, false}) {
+    const auto [window, window_found] = epoch(4, false, dense, 12, kUsPerSecond, 5, true);
+    EXPECT_TRUE(window_found.contended_balance) << dense;
+    EXPECT_GE(window, 6) << dense;
+    EXPECT_LE(window, 7) << dense;
+  }
 }
 
 // One of a crowd of single requests: a crowd's first requests thinned here
