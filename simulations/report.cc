@@ -126,8 +126,8 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
   }
   if (c.share_contended_balance > 0) {
     row(out, "fair shares: contended balances", std::to_string(c.share_contended_balance),
-        "(epochs of a sliding log or window under dense demand whose balance, below the "
-        "epoch's refill, was shared " +
+        "(epochs of a sliding log under dense demand, or of a sliding window, whose balance, "
+        "below the epoch's refill, was shared " +
             std::to_string(core::FairShare::kContendedBalanceX) + " x over, " +
             std::to_string(core::FairShare::kContendedAccruingBalanceX) + " x on a window)");
   }

@@ -108,7 +108,8 @@ const StatusMetric kStatusMetrics[] = {
             "Fair share epochs whose sparse asker's raise was held at its bound (16 x)."),
     counter("rlimit_share_contended_balance_total",
             "Fair share epochs whose share counted a contended balance 4 times, 8 on a sliding "
-            "window (a sliding log or window, dense demand, a balance below the epoch's refill)."),
+            "window (a sliding log under dense demand or a sliding window, a balance below the "
+            "epoch's refill)."),
     counter("rlimit_share_askers_floored_total",
             "Fair share epochs whose crowd's chance was counted from the askers' floor (4/63 of "
             "the live nodes): this node asked in hardly any of the key's recent bursts."),
