@@ -23,6 +23,21 @@ void expect_fair(const Results& r, const std::string& what, double burst, double
   EXPECT_GT(r.core.share_refused, 0u) << what;  // the shares did something
 }
 
+// Every replicated algorithm and the overrides it runs with: smooth bursty
+// with no delay, a replicated meter (docs/algorithms.md).
+struct ReplicatedCase {
+  std::string algorithm;
+  std::vector<std::string> options;
+};
+const std::vector<ReplicatedCase>& every_replicated_algorithm() {
+  static const std::vector<ReplicatedCase> cases = {
+      {"token_bucket", {}}, {"leaky_bucket", {}}, {"fixed_window", {}},
+      {"sliding_log", {}},  {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
+      {"sliding_window", {}},
+  };
+  return cases;
+}
+
 // 37 s of traffic: a run that ends just after a burst that overshot has not
 // repaid it yet (20 nodes, seed 1: +21 tokens at 19.1 s, +1.2% of 17 s of
 // traffic, +0.03% once the run goes on), and "within 1%" is about the long run.
@@ -273,16 +288,7 @@ TEST(FairShareSimTest, AlignedBurstsAt200Nodes) {
 // Warming up starts cold in the ideal too (it admits a fifth of the limit),
 // so only its overshoot is bounded.
 TEST(FairShareSimTest, AlignedBurstsHoldForEveryReplicatedAlgorithm) {
-  struct Case {
-    std::string algorithm;
-    std::vector<std::string> options;
-  };
-  const std::vector<Case> cases = {
-      {"token_bucket", {}}, {"leaky_bucket", {}}, {"fixed_window", {}},
-      {"sliding_log", {}},  {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
-      {"sliding_window", {}},
-  };
-  for (const Case& c : cases) {
+  for (const ReplicatedCase& c : every_replicated_algorithm()) {
     for (const std::uint64_t seed : {1, 2}) {
       std::vector<std::string> overrides = c.options;
       overrides.push_back("rule.0.algorithm=\"" + c.algorithm + "\"");
@@ -853,9 +859,9 @@ TEST(FairShareSimTest, SparsePerUserDemandLosesNothing) {
 
 // `nodes100` (100 nodes, 20 requests a node a second at twice a limit of
 // 1000/s) on the sliding window and log: a crowd at nearly every epoch
-// (100 origins within a horizon of each other), whose leftover shares stand
-// as a balance that a window or a log never gets back. Its epochs share a
-// contended balance over as a dense node's do (docs/cluster.md, "A
+// (16,298 of 16,314 on the window, seed 1, traced), whose leftover shares
+// stand as a balance that a window or a log never gets back. Its epochs
+// share a contended balance over as a dense node's do (docs/cluster.md, "A
 // contended balance in a crowd"): seed 1, the window -5.27% -> -2.12%
 // (-1.54% since it counts the balance 8 times, its refill accruing), the
 // log -1.28% -> -0.04% (with fair shares off -0.47% and +4.59%).
@@ -881,12 +887,7 @@ TEST(FairShareSimTest, A100NodeCrowdOnASlidingWindowOrLogSharesItsContendedBalan
 // sliding log and window, whose spread demand runs up to 2.7% under the
 // ideal at 20-50 nodes.
 void expect_storm_held(int nodes) {
-  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
-      {"token_bucket", {}},   {"leaky_bucket", {}}, {"fixed_window", {}},
-      {"sliding_log", {}},    {"gcra", {}},         {"smooth_bursty", {"rule.0.max_delay=\"0s\""}},
-      {"sliding_window", {}},
-  };
-  for (const auto& [algorithm, options] : cases) {
+  for (const auto& [algorithm, options] : every_replicated_algorithm()) {
     for (const std::uint64_t seed : {1, 2}) {
       std::vector<std::string> overrides = options;
       overrides.push_back("cluster.nodes=" + std::to_string(nodes));
