@@ -127,7 +127,7 @@ void print_share_rows(std::ostream& out, const CoreTotals& c) {
   if (c.share_contended_balance > 0) {
     row(out, "fair shares: contended balances", std::to_string(c.share_contended_balance),
         "(epochs of a sliding log under dense demand, or of a sliding window, whose balance, "
-        "below the epoch's refill, was shared " +
+        "below the epoch's refill (two on a window), was shared " +
             std::to_string(core::FairShare::kContendedBalanceX) + " x over, " +
             std::to_string(core::FairShare::kContendedAccruingBalanceX) + " x on a window)");
   }

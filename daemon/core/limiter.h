@@ -222,7 +222,7 @@ struct LimiterStats {
   // Epochs whose share counted a contended balance kContendedBalanceX times,
   // or kContendedAccruingBalanceX on a sliding window (FairShare, "A
   // contended balance, shared over": a sliding log under dense demand or a
-  // sliding window, a balance below the epoch's refill).
+  // sliding window, a balance below the epoch's refill, two on a window).
   std::uint64_t share_contended_balance = 0;
   // Epochs whose crowd's chance was counted from the askers' floor
   // (FairShare::kLeastAskedWakesX63: this node asked in hardly any of the

@@ -109,7 +109,7 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_contended_balance_total",
             "Fair share epochs whose share counted a contended balance 4 times, 8 on a sliding "
             "window (a sliding log under dense demand or a sliding window, a balance below the "
-            "epoch's refill)."),
+            "epoch's refill, two on a window)."),
     counter("rlimit_share_askers_floored_total",
             "Fair share epochs whose crowd's chance was counted from the askers' floor (4/63 of "
             "the live nodes): this node asked in hardly any of the key's recent bursts."),

@@ -886,26 +886,31 @@ TEST(FairShareSimTest, A100NodeCrowdOnASlidingWindowOrLogSharesItsContendedBalan
 // the steady part's (docs/accuracy.md, `steady`): within 1% but for the
 // sliding log and window, whose spread demand runs up to 2.7% under the
 // ideal at 20-50 nodes.
+void expect_storm_held_by(int nodes, const std::string& algorithm,
+                          const std::vector<std::string>& options) {
+  for (const std::uint64_t seed : {1, 2}) {
+    std::vector<std::string> overrides = options;
+    overrides.push_back("cluster.nodes=" + std::to_string(nodes));
+    overrides.push_back("rule.0.algorithm=\"" + algorithm + "\"");
+    const Results r = run(shipped("storm", overrides), seed);
+    const std::string what =
+        algorithm + ", " + std::to_string(nodes) + " nodes, seed " + std::to_string(seed);
+    const double limit = r.limit_per_window();
+    if (algorithm == "fixed_window") {
+      EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0) << what;
+      EXPECT_LE(static_cast<double>(r.worst_over_window), 0.5 * limit) << what;
+      EXPECT_GE(r.least_window_vs_ideal(), 0.5) << what;
+    } else {
+      expect_windows(r, what, 100);
+    }
+    const bool spread_runs_under = algorithm == "sliding_log" || algorithm == "sliding_window";
+    EXPECT_LE(std::abs(r.error_ratio()), spread_runs_under ? 0.035 : 0.01) << what;
+  }
+}
+
 void expect_storm_held(int nodes) {
   for (const auto& [algorithm, options] : every_replicated_algorithm()) {
-    for (const std::uint64_t seed : {1, 2}) {
-      std::vector<std::string> overrides = options;
-      overrides.push_back("cluster.nodes=" + std::to_string(nodes));
-      overrides.push_back("rule.0.algorithm=\"" + algorithm + "\"");
-      const Results r = run(shipped("storm", overrides), seed);
-      const std::string what =
-          algorithm + ", " + std::to_string(nodes) + " nodes, seed " + std::to_string(seed);
-      const double limit = r.limit_per_window();
-      if (algorithm == "fixed_window") {
-        EXPECT_LE(static_cast<double>(r.first_window_admitted), 2 * 100.0) << what;
-        EXPECT_LE(static_cast<double>(r.worst_over_window), 0.5 * limit) << what;
-        EXPECT_GE(r.least_window_vs_ideal(), 0.5) << what;
-      } else {
-        expect_windows(r, what, 100);
-      }
-      const bool spread_runs_under = algorithm == "sliding_log" || algorithm == "sliding_window";
-      EXPECT_LE(std::abs(r.error_ratio()), spread_runs_under ? 0.035 : 0.01) << what;
-    }
+    expect_storm_held_by(nodes, algorithm, options);
   }
 }
 
@@ -915,6 +920,17 @@ TEST(FairShareSimTest, ARetryStormOn5And20NodesHoldsTheWindows) {
 }
 
 TEST(FairShareSimTest, ARetryStormOn50NodesHoldsTheWindows) { expect_storm_held(50); }
+
+// At 200 nodes the sliding window alone (the others: docs/accuracy.md, Not
+// held). Each node asks about a request a second, a sparse turn each: its
+// weight at least an equal part and its balance contended below two
+// refills, the run -1.52 / -2.57% against the ideal and the second after
+// the storm 0.74 / 0.67 x the limit (seeds 1 / 2); -8.17 / -6.58% and
+// 0.24 / 0.36 x before (docs/cluster.md, "A sparse turn's weight, an equal
+// part at least").
+TEST(FairShareSimTest, ARetryStormOn200NodesHoldsTheSlidingWindow) {
+  expect_storm_held_by(200, "sliding_window", {});
+}
 
 }  // namespace
 }  // namespace rlimit::sim
