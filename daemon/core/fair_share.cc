@@ -682,7 +682,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
   }
   // A sparse asker's weight is at least an equal part of the origins seen
-  // where the refill accrues (a sliding window). Asking about once a turn,
+  // where the refill accrues and no overshoot is repaid (a sliding
+  // window). Asking about once a turn,
   // its part of the last one to two seconds' consumption is a count of a
   // few requests: chance, not demand. A node refused in its last turns
   // weighs an eighth of an equal part and its turn spends nearly nothing,
@@ -696,7 +697,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // log fell further (-5.31 -> -6.96%, seed 1), the token bucket's most in
   // a window rose from 1.38 to 1.49 x the limit (docs/cluster.md, "A
   // sparse turn's weight, an equal part at least").
-  if (sparse_raise > 0 && in.refill_accrues) weight = std::max<i128>(weight, kOne / seen);
+  if (sparse_raise > 0 && in.refill_accrues && !in.repays_overshoot) {
+    weight = std::max<i128>(weight, kOne / seen);
+  }
   i128 share = shared * weight / kOne - spent_since_wake;
   i128 accruing = later * weight / kOne;
   // A contended balance (docs/cluster.md, "A contended balance, shared

@@ -1362,41 +1362,55 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
   EXPECT_TRUE(turn(1, 10, long_turn_at, false, 1).second.sparse_raise_capped);
 }
 
+// Admitted of 1000 nodes' sparse turns on a busy key (200 origins, a pool
+// of 10): each node's demand dense once at kStart (no sparse pass), then a
+// turn 10 horizons on, after `between` (a wake, say), with this node's
+// entries at `own_at_turn` of the key's 400.
+int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
+                      const std::function<void(FairShare&, TimeUs)>& between = {}) {
+  in.headroom = 10;
+  in.refill = 0;
+  in.others = 199;
+  in.has_own = true;
+  const TimeUs turn_at = kStart + 10 * kHorizonUs;
+  return admitted_of([&](std::uint64_t node) {
+    FairShare share;
+    ShareInputs at = in;
+    at.key_seed = node * 0x9e3779b97f4a7c15ULL;
+    at.own_consumed = 1;
+    at.all_consumed = 200;
+    share.start_epoch(view_of(200), at, kStart);
+    for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
+    if (between) between(share, turn_at);
+    at.own_consumed = own_at_turn;
+    at.all_consumed = 400;
+    const bool raised = share.start_epoch(view_of(200), at, turn_at).sparse_raised;
+    if (!between) EXPECT_TRUE(raised);
+    return spend_epoch(share, 1, turn_at) > 0 ? FairShare::Answer::kCredit
+                                              : FairShare::Answer::kRefused;
+  });
+}
+
 // A sparse asker's turn goes on through a pause in the key's demand (a
 // wake after a horizon or two without consumption: an overshoot the
 // algorithm then refused whole) where the algorithm repays no overshoot
 // (a sliding log or window) or its room comes back whole at each step (a
-// fixed window): the turn of the last test, 500 of 1000 admitted. Not
-// after an idle spell (kIdleSpellHorizons: a burst's end), nor on a
-// bucket, whose pause fills its balance: 1/20 there, 50.
+// fixed window): the turn of ASparseAskersTurnCoversItsInterval, 500 of
+// 1000 admitted. Not after an idle spell (kIdleSpellHorizons: a burst's
+// end), nor on a bucket, whose pause fills its balance: 1/20 there, 50.
 TEST(FairShareTest, ASparseTurnGoesOnThroughAPauseWhereRoomIsNotHeld) {
-  // Admitted of 1000 nodes' turns 10 horizons long, the key quiet for
-  // `quiet_horizons` before a wake half a horizon before the turn.
+  // The key quiet for `quiet_horizons` before a wake half a horizon before
+  // the turn.
   const auto admitted = [](bool repays, bool steps, std::int64_t quiet_horizons) {
-    return admitted_of([&](std::uint64_t node) {
-      FairShare share;
-      ShareInputs in{.headroom = 10,
-                     .refill = 0,
-                     .others = 199,
-                     .has_own = true,
-                     .repays_overshoot = repays,
-                     .own_consumed = 1,
-                     .all_consumed = 200,
-                     .key_seed = node * 0x9e3779b97f4a7c15ULL,
-                     .rate_limit = 100,
-                     .rate_period_us = kUsPerSecond,
-                     .refill_step_us = steps ? kUsPerSecond : 0};
-      share.start_epoch(view_of(200), in, kStart);
-      for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
-      const TimeUs turn_at = kStart + 10 * kHorizonUs;
-      const TimeUs wake_at = turn_at - kHorizonUs / 2;
-      share.note_wake(200, 1, wake_at, kHorizonUs, wake_at - quiet_horizons * kHorizonUs);
-      in.own_consumed = 2;
-      in.all_consumed = 400;
-      share.start_epoch(view_of(200), in, turn_at);
-      return spend_epoch(share, 1, turn_at) > 0 ? FairShare::Answer::kCredit
-                                                : FairShare::Answer::kRefused;
-    });
+    return admitted_at_turns(ShareInputs{.repays_overshoot = repays,
+                                         .rate_limit = 100,
+                                         .rate_period_us = kUsPerSecond,
+                                         .refill_step_us = steps ? kUsPerSecond : 0},
+                             2, [&](FairShare& share, TimeUs turn_at) {
+                               const TimeUs wake_at = turn_at - kHorizonUs / 2;
+                               share.note_wake(200, 1, wake_at, kHorizonUs,
+                                               wake_at - quiet_horizons * kHorizonUs);
+                             });
   };
   // 3 standard deviations: 47 and 21.
   EXPECT_NEAR(admitted(false, false, 1), 500, 50);
@@ -1405,39 +1419,25 @@ TEST(FairShareTest, ASparseTurnGoesOnThroughAPauseWhereRoomIsNotHeld) {
   EXPECT_NEAR(admitted(false, false, FairShare::kIdleSpellHorizons), 50, 22);
 }
 
-// A sparse turn's weight where the refill accrues (a sliding window): at
-// least an equal part of the origins seen. A node that spent none of the
-// key's last 200 requests weighs an eighth of an equal part, 1/1600; its
-// turn 10 horizons long on a pool of 10 is raised to a chance of 1/16
-// (1000 x 10 / 1600 x 10 = 62), and on a window to half (1/200: 500).
-TEST(FairShareTest, ASparseTurnWeighsAnEqualPartAtLeastWhereTheRefillAccrues) {
-  const auto admitted = [](bool accrues, std::uint64_t own_at_turn) {
-    return admitted_of([&](std::uint64_t node) {
-      FairShare share;
-      ShareInputs in{.headroom = 10,
-                     .refill = 0,
-                     .refill_accrues = accrues,
-                     .others = 199,
-                     .has_own = true,
-                     .own_consumed = 1,
-                     .all_consumed = 200,
-                     .key_seed = node * 0x9e3779b97f4a7c15ULL};
-      share.start_epoch(view_of(200), in, kStart);
-      for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
-      in.own_consumed = own_at_turn;
-      in.all_consumed = 400;
-      const TimeUs turn_at = kStart + 10 * kHorizonUs;
-      EXPECT_TRUE(share.start_epoch(view_of(200), in, turn_at).sparse_raised);
-      return spend_epoch(share, 1, turn_at) > 0 ? FairShare::Answer::kCredit
-                                                : FairShare::Answer::kRefused;
-    });
+// A sparse turn's weight where the refill accrues and no overshoot is
+// repaid (a sliding window): at least an equal part of the origins seen. A
+// node that spent none of the key's last 200 requests weighs an eighth of
+// an equal part, 1/1600; its turn 10 horizons long on a pool of 10 is
+// raised to a chance of 1/16 (1000 x 10 / 1600 x 10 = 62), and on a window
+// to half (1/200: 500). Not on a log (its refill spendable at once) nor on
+// a bucket (an overshoot repaid).
+TEST(FairShareTest, ASparseTurnOnAWindowWeighsAnEqualPartAtLeast) {
+  const auto admitted = [](bool accrues, bool repays, std::uint64_t own_at_turn) {
+    return admitted_at_turns(ShareInputs{.refill_accrues = accrues, .repays_overshoot = repays},
+                             own_at_turn);
   };
   // 3 standard deviations: 47 and 23.
-  EXPECT_NEAR(admitted(true, 1), 500, 50);
-  EXPECT_NEAR(admitted(false, 1), 62, 23);
+  EXPECT_NEAR(admitted(true, false, 1), 500, 50);
+  EXPECT_NEAR(admitted(false, false, 1), 62, 23);
+  EXPECT_NEAR(admitted(true, true, 1), 62, 23);
   // A weight above an equal part stands: 8 of the last 200 requests, 7/8 x
   // 8/200 + 1/1600 = 1/28.1, raised tenfold: a request each.
-  EXPECT_EQ(admitted(true, 9), 1000);
+  EXPECT_EQ(admitted(true, false, 9), 1000);
 }
 
 // A contended balance: where the algorithm's room frees as it is admitted
