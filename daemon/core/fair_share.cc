@@ -657,23 +657,17 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   const TimeUs last_start_us = epoch_end_us_ - epoch_us_;
   i128 sparse_raise = 0;  // x kRaiseUnit; 0: none
   constexpr i128 kRaiseUnit = 16;
-  // A wake since that epoch began ends the turn, but for a pause shorter
-  // than an idle spell (kIdleSpellHorizons: no burst ended) where the
-  // algorithm holds no balance through it: it repays no overshoot (a
-  // sliding log or window) or its room comes back whole at each step (a
-  // fixed window). At 200 nodes a turn that admitted its one request at
-  // many nodes at once overshot by a dozen; the algorithm then refused
-  // every request for a horizon or so, the key woke, and every node's next
-  // turn, a second on, went unraised: 38 admitted in the window from 5.6
-  // s (`storm`, the sliding window, seed 3, traced). A bucket holds what
-  // such a pause leaves (up to its cap), and turns raised after it spent
-  // it at once: `steady` at 200 nodes, seed 1, the token bucket's, GCRA's
-  // and the leaky bucket's most later windows 1.38 / 1.39 / 1.43 -> 1.51 /
-  // 1.53 / 1.52 x the limit (docs/cluster.md, "A sparse turn goes on
-  // through a pause").
-  const bool turn_goes_on =
-      woke_us_ <= last_start_us ||
-      (no_idle_spell_since_last && (!in.repays_overshoot || in.whole_steps()));
+  // A wake since that epoch began ends the turn (a wake's epoch shares the
+  // wake's pool), but for a pause shorter than an idle spell
+  // (kIdleSpellHorizons: no burst ended). At 200 nodes a turn that
+  // admitted its one request at many nodes at once overshot by a dozen;
+  // the algorithm then refused every request for a horizon or so, the key
+  // woke, and every node's next turn, a second on, went unraised: 38
+  // admitted in the window from 5.6 s (`storm`, the sliding window, seed
+  // 3, traced); and on smooth bursty the second after the storm 0.37 x the
+  // limit, 0.64 x so (docs/cluster.md, "A sparse turn goes on through a
+  // pause").
+  const bool turn_goes_on = woke_us_ <= last_start_us || no_idle_spell_since_last;
   if (!first_here && !in.from_wake && now >= young_until_us_ && turn_goes_on &&
       view.horizon_us > 0 && now - epoch_end_us_ > view.horizon_us) {
     const i128 raise = kRaiseUnit * (now - last_start_us) / view.horizon_us;
@@ -682,21 +676,20 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
   }
   // A sparse asker's weight is at least an equal part of the origins seen
-  // where the refill accrues and no overshoot is repaid (a sliding
-  // window). Asking about once a turn,
-  // its part of the last one to two seconds' consumption is a count of a
-  // few requests: chance, not demand. A node refused in its last turns
-  // weighs an eighth of an equal part and its turn spends nearly nothing,
-  // while the lucky ones' turns stop at one request: the turns together
-  // spend below the refill, and a window never gets back what no one
-  // spends (`steady` at 200 nodes, seeds 1 / 2: -2.78 / -3.79% -> -1.19 /
-  // -3.18% against the ideal with the contended balance below two
-  // refills, before a turn went on through a pause, above). Each turn
-  // still admits at most one request; an overshoot lowers the next
-  // balance, which the contended balance shares out. Not elsewhere: the
-  // log fell further (-5.31 -> -6.96%, seed 1), the token bucket's most in
-  // a window rose from 1.38 to 1.49 x the limit (docs/cluster.md, "A
-  // sparse turn's weight, an equal part at least").
+  // where the refill accrues and no overshoot is repaid (a sliding window).
+  // Asking about once a turn, its part of the last one to two seconds'
+  // consumption is a count of a few requests: chance, not demand. A node
+  // refused in its last turns weighs an eighth of an equal part and its turn
+  // spends nearly nothing, while the lucky ones' turns stop at one request:
+  // the turns together spend below the refill, and a window never gets back
+  // what no one spends (`steady` at 200 nodes, seeds 1 / 2: -2.78 / -3.79% ->
+  // -1.19 / -3.18% against the ideal with the contended balance below two
+  // refills, before a turn went on through a pause, above). Each turn still
+  // admits at most one request; an overshoot lowers the next balance, which
+  // the contended balance shares out. Not elsewhere: the log fell further
+  // (-5.31 -> -6.96%, seed 1), the token bucket's most in a window rose from
+  // 1.38 to 1.49 x the limit (docs/cluster.md, "A sparse turn's weight, an
+  // equal part at least").
   if (sparse_raise > 0 && in.refill_accrues && !in.repays_overshoot) {
     weight = std::max<i128>(weight, kOne / seen);
   }

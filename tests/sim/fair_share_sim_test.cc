@@ -921,13 +921,13 @@ TEST(FairShareSimTest, ARetryStormOn5And20NodesHoldsTheWindows) {
 
 TEST(FairShareSimTest, ARetryStormOn50NodesHoldsTheWindows) { expect_storm_held(50); }
 
-// At 200 nodes the sliding window alone (the others: docs/accuracy.md, Not
-// held). Each node asks about a request a second, a sparse turn each: its
-// weight at least an equal part, its balance contended below two refills
-// and its turn going on through a pause, the run -0.40 / -1.08% against
-// the ideal and the fewest later window 0.66 / 0.73 x the limit (seeds 1 /
-// 2); -8.17 / -6.58% and 0.24 / 0.36 x before (docs/cluster.md, "Spread
-// demand at 200 nodes: three fixes").
+// At 200 nodes the sliding window alone (the others: docs/accuracy.md,
+// the `storm` row). Each node asks about a request a second, a sparse turn
+// each: its weight at least an equal part, its balance contended below two
+// refills and its turn going on through a pause, the run -0.40 / -1.08%
+// against the ideal and the fewest later window 0.66 / 0.73 x the limit
+// (seeds 1 / 2); -8.17 / -6.58% and 0.24 / 0.36 x before (docs/cluster.md,
+// "Spread demand at 200 nodes: three fixes").
 TEST(FairShareSimTest, ARetryStormOn200NodesHoldsTheSlidingWindow) {
   expect_storm_held_by(200, "sliding_window", {});
 }
