@@ -661,12 +661,12 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // wake's pool), but for a pause shorter than an idle spell
   // (kIdleSpellHorizons: no burst ended). At 200 nodes a turn that
   // admitted its one request at many nodes at once overshot by a dozen;
-  // the algorithm then refused every request for a horizon or so, the key
-  // woke, and every node's next turn, a second on, went unraised: 38
-  // admitted in the window from 5.6 s (`storm`, the sliding window, seed
-  // 3, traced); and on smooth bursty the second after the storm 0.37 x the
-  // limit, 0.64 x so (docs/cluster.md, "A sparse turn goes on through a
-  // pause").
+  // the algorithm then refused nearly every request for a horizon or so,
+  // the key woke, and every node's next turn, a second on, went unraised:
+  // 38 admitted in the window from 5.6 s (`storm`, the sliding window, seed
+  // 3, traced); smooth bursty's fewest later window there 0.37 x the limit
+  // (the second after the storm), 0.64 x so (seed 1; docs/cluster.md, "A
+  // sparse turn goes on through a pause").
   const bool turn_goes_on = woke_us_ <= last_start_us || no_idle_spell_since_last;
   if (!first_here && !in.from_wake && now >= young_until_us_ && turn_goes_on &&
       view.horizon_us > 0 && now - epoch_end_us_ > view.horizon_us) {
@@ -675,10 +675,15 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
     sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
   }
+  // Where the refill accrues and no overshoot is repaid (a sliding window),
+  // what the shares leave unspent is lost for good: the floor below and the
+  // contended balance's window forms (kContendedAccruingRefills,
+  // kContendedAccruingBalanceX, at nodes whose demand is not dense too).
+  const bool unspent_is_lost = in.refill_accrues && !in.repays_overshoot;
   // A sparse asker's weight is at least an equal part of the origins seen
-  // where the refill accrues and no overshoot is repaid (a sliding window).
-  // Asking about once a turn, its part of the last one to two seconds'
-  // consumption is a count of a few requests: chance, not demand. A node
+  // there. Asking about once a turn, its part of the last one to two
+  // seconds' consumption is a count of a few requests: chance, not demand.
+  // A node
   // refused in its last turns weighs an eighth of an equal part and its turn
   // spends nearly nothing, while the lucky ones' turns stop at one request:
   // the turns together spend below the refill, and a window never gets back
@@ -690,7 +695,7 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // (-5.31 -> -6.96%, seed 1), the token bucket's most in a window rose from
   // 1.38 to 1.49 x the limit (docs/cluster.md, "A sparse turn's weight, an
   // equal part at least").
-  if (sparse_raise > 0 && in.refill_accrues && !in.repays_overshoot) {
+  if (sparse_raise > 0 && unspent_is_lost) {
     weight = std::max<i128>(weight, kOne / seen);
   }
   i128 share = shared * weight / kOne - spent_since_wake;
@@ -736,11 +741,11 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // than covered its demand (20 nodes: -0.04 / -0.39% -> +0.75 / +0.54%,
   // an overshoot a log keeps).
   // (A fixed window's first epoch in a window, from_step, repays.)
-  if (!in.repays_overshoot && !in.from_wake && (dense(now) || in.refill_accrues) && balance > 0 &&
-      balance < (in.refill_accrues ? kContendedAccruingRefills : 1) * refill &&
+  if (!in.repays_overshoot && !in.from_wake && (dense(now) || unspent_is_lost) && balance > 0 &&
+      balance < (unspent_is_lost ? kContendedAccruingRefills : 1) * refill &&
       (burst_epochs_ == kMaxBurstEpochs ||
        i128{burst_epochs_} * view.horizon_us > in.rate_period_us)) {
-    const std::int64_t times = in.refill_accrues ? kContendedAccruingBalanceX : kContendedBalanceX;
+    const std::int64_t times = unspent_is_lost ? kContendedAccruingBalanceX : kContendedBalanceX;
     share += (times - 1) * balance * weight / kOne;
     found.contended_balance = true;
   }
