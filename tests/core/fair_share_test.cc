@@ -1364,10 +1364,11 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 
 // Admitted of 1000 nodes' sparse turns on a busy key (200 origins, a pool
 // of 10): each node's demand dense once at kStart (no sparse pass), then a
-// turn 10 horizons on, after `between` (a wake, say), with this node's
-// entries at `own_at_turn` of the key's 400.
+// turn 10 horizons on, after `between` (a wake, say, which may also set
+// the turn's inputs), with this node's entries at `own_at_turn` of the
+// key's 400.
 int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
-                      const std::function<void(FairShare&, TimeUs)>& between = {}) {
+                      const std::function<void(FairShare&, ShareInputs&, TimeUs)>& between = {}) {
   in.headroom = 10;
   in.refill = 0;
   in.others = 199;
@@ -1381,11 +1382,13 @@ int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
     at.all_consumed = 200;
     share.start_epoch(view_of(200), at, kStart);
     for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
-    if (between) between(share, turn_at);
     at.own_consumed = own_at_turn;
     at.all_consumed = 400;
+    if (between) between(share, at, turn_at);
     const bool raised = share.start_epoch(view_of(200), at, turn_at).sparse_raised;
-    if (!between) EXPECT_TRUE(raised);
+    if (!between) {
+      EXPECT_TRUE(raised);
+    }
     return spend_epoch(share, 1, turn_at) > 0 ? FairShare::Answer::kCredit
                                               : FairShare::Answer::kRefused;
   });
@@ -1404,7 +1407,7 @@ TEST(FairShareTest, ASparseTurnGoesOnThroughAPause) {
                                          .rate_limit = 100,
                                          .rate_period_us = kUsPerSecond,
                                          .refill_step_us = steps ? kUsPerSecond : 0},
-                             2, [&](FairShare& share, TimeUs turn_at) {
+                             2, [&](FairShare& share, ShareInputs&, TimeUs turn_at) {
                                const TimeUs wake_at = turn_at - kHorizonUs / 2;
                                share.note_wake(200, 1, wake_at, kHorizonUs,
                                                wake_at - quiet_horizons * kHorizonUs);
@@ -1416,6 +1419,32 @@ TEST(FairShareTest, ASparseTurnGoesOnThroughAPause) {
   EXPECT_NEAR(admitted(true, false, 1), 500, 50);
   EXPECT_NEAR(admitted(false, false, FairShare::kIdleSpellHorizons), 50, 22);
   EXPECT_NEAR(admitted(true, false, FairShare::kIdleSpellHorizons), 50, 22);
+}
+
+// A wake's epoch is a sparse turn too where no overshoot is repaid (a
+// sliding log's from the wake at a node whose demand is dense, two
+// horizons long): the turn of ASparseTurnGoesOnThroughAPause, 10 horizons
+// since the last epoch began, raised by 10 / 2 (the epoch's length), a
+// chance of 1/200 x 10 x 5 = 1/4 (250). Not where an overshoot is repaid
+// (a bucket's wake): 1/20, 50.
+TEST(FairShareTest, ALogsWakeIsASparseTurnToo) {
+  const auto admitted = [](bool repays, std::int64_t quiet_horizons) {
+    return admitted_at_turns(
+        ShareInputs{.repays_overshoot = repays, .rate_limit = 100, .rate_period_us = kUsPerSecond},
+        2, [&](FairShare& share, ShareInputs& at, TimeUs turn_at) {
+          // Nothing consumed since the wake: its pool is the balance now.
+          const TimeUs wake_at = turn_at - kHorizonUs / 2;
+          share.note_wake(at.all_consumed, at.own_consumed, wake_at, kHorizonUs,
+                          wake_at - quiet_horizons * kHorizonUs);
+          at.from_wake = true;
+          at.epoch_end_us = turn_at + 2 * kHorizonUs;
+        });
+  };
+  // 3 standard deviations: 41 and 21.
+  EXPECT_NEAR(admitted(false, 1), 250, 42);
+  EXPECT_NEAR(admitted(true, 1), 50, 22);
+  // After an idle spell the wake's epoch shares the burst's pool as it is.
+  EXPECT_NEAR(admitted(false, FairShare::kIdleSpellHorizons), 50, 22);
 }
 
 // A sparse turn's weight where the refill accrues and no overshoot is
