@@ -727,6 +727,11 @@ class FairShare {
   // Epochs started here since the key's burst began (the wake after an
   // idle spell, note_wake); saturates at kMaxBurstEpochs.
   std::uint32_t burst_epochs_ : 6 = 0;
+  // The quiet spell the last wake ended (its entries standing still before
+  // it), in microseconds, at most kMaxQuietUs: no node spent on the key
+  // there (a sparse turn's raise leaves it out).
+  static constexpr TimeUs kMaxQuietUs = (TimeUs{1} << 26) - 1;
+  std::uint32_t quiet_us_ : 26 = 0;
   // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is
   // the balance this node shared out at its wake (less the debt carried
   // into it), -1 if none was noted, and last_asked_us_ this node's last

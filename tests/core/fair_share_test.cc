@@ -1363,12 +1363,14 @@ TEST(FairShareTest, ASparseAskersTurnCoversItsInterval) {
 }
 
 // Admitted of 1000 nodes' sparse turns on a busy key (200 origins, a pool
-// of 10): each node's demand dense once at kStart (no sparse pass), then a
-// turn 10 horizons on, after `between` (a wake, say, which may also set
-// the turn's inputs), with this node's entries at `own_at_turn` of the
-// key's 400.
+// of 10): each node asking `asked_at_start` requests at kStart, its demand
+// dense (no sparse pass) by its own (kDenseRequests) or by the crowd of
+// origins (in.recent_others), then a turn 10 horizons on, after `between`
+// (a wake, say, which may also set the turn's inputs), with this node's
+// entries at `own_at_turn` of the key's 400.
 int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
-                      const std::function<void(FairShare&, ShareInputs&, TimeUs)>& between = {}) {
+                      const std::function<void(FairShare&, ShareInputs&, TimeUs)>& between = {},
+                      std::uint32_t asked_at_start = FairShare::kDenseRequests) {
   in.headroom = 10;
   in.refill = 0;
   in.others = 199;
@@ -1381,7 +1383,8 @@ int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
     at.own_consumed = 1;
     at.all_consumed = 200;
     share.start_epoch(view_of(200), at, kStart);
-    for (std::uint32_t i = 0; i < FairShare::kDenseRequests; ++i) share.count(kStart);
+    for (std::uint32_t i = 0; i < asked_at_start; ++i) share.count(kStart);
+    EXPECT_TRUE(share.dense(kStart));
     at.own_consumed = own_at_turn;
     at.all_consumed = 400;
     if (between) between(share, at, turn_at);
@@ -1423,28 +1426,40 @@ TEST(FairShareTest, ASparseTurnGoesOnThroughAPause) {
 
 // A wake's epoch is a sparse turn too where no overshoot is repaid (a
 // sliding log's from the wake at a node whose demand is dense, two
-// horizons long): the turn of ASparseTurnGoesOnThroughAPause, 10 horizons
-// since the last epoch began, raised by 10 / 2 (the epoch's length), a
-// chance of 1/200 x 10 x 5 = 1/4 (250). Not where an overshoot is repaid
-// (a bucket's wake): 1/20, 50.
+// horizons long) and this node's last epoch asked one request (a turn's):
+// the turn of ASparseTurnGoesOnThroughAPause, raised by the time the key
+// was busy since the last epoch began (10 horizons, less the quiet spell
+// the wake ended) over the epoch's length. After a quiet horizon, 9 / 2: a
+// chance of 1/200 x 10 x 4.5 = 0.225 (225 of 1000); after 2.5 horizons,
+// 7.5 / 2: 0.1875 (187). The node's demand is dense by the crowd of
+// origins (200 spending within a second against a pool of 10), as at 200
+// nodes asking a request a second each. Not where its last epoch asked a
+// burst's requests (dense by its own demand), nor where an overshoot is
+// repaid (a bucket's wake), nor after an idle spell: 1/20, 50.
 TEST(FairShareTest, ALogsWakeIsASparseTurnToo) {
-  const auto admitted = [](bool repays, std::int64_t quiet_horizons) {
+  const auto admitted = [](bool repays, TimeUs quiet_us, std::uint32_t asked_last) {
     return admitted_at_turns(
-        ShareInputs{.repays_overshoot = repays, .rate_limit = 100, .rate_period_us = kUsPerSecond},
-        2, [&](FairShare& share, ShareInputs& at, TimeUs turn_at) {
+        ShareInputs{.recent_others = 199,
+                    .repays_overshoot = repays,
+                    .rate_limit = 100,
+                    .rate_period_us = kUsPerSecond},
+        2,
+        [&](FairShare& share, ShareInputs& at, TimeUs turn_at) {
           // Nothing consumed since the wake: its pool is the balance now.
           const TimeUs wake_at = turn_at - kHorizonUs / 2;
           share.note_wake(at.all_consumed, at.own_consumed, wake_at, kHorizonUs,
-                          wake_at - quiet_horizons * kHorizonUs);
+                          wake_at - quiet_us);
           at.from_wake = true;
           at.epoch_end_us = turn_at + 2 * kHorizonUs;
-        });
+        },
+        asked_last);
   };
-  // 3 standard deviations: 41 and 21.
-  EXPECT_NEAR(admitted(false, 1), 250, 42);
-  EXPECT_NEAR(admitted(true, 1), 50, 22);
-  // After an idle spell the wake's epoch shares the burst's pool as it is.
-  EXPECT_NEAR(admitted(false, FairShare::kIdleSpellHorizons), 50, 22);
+  // 3 standard deviations: 40, 37 and 21.
+  EXPECT_NEAR(admitted(false, kHorizonUs, 1), 225, 40);
+  EXPECT_NEAR(admitted(false, 5 * kHorizonUs / 2, 1), 187, 37);
+  EXPECT_NEAR(admitted(false, kHorizonUs, FairShare::kDenseRequests), 50, 22);
+  EXPECT_NEAR(admitted(true, kHorizonUs, 1), 50, 22);
+  EXPECT_NEAR(admitted(false, FairShare::kIdleSpellHorizons * kHorizonUs, 1), 50, 22);
 }
 
 // A sparse turn's weight where the refill accrues and no overshoot is
