@@ -706,7 +706,8 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
         in.from_wake ? std::max<TimeUs>(view.horizon_us, end - now) : view.horizon_us;
     // A wake's turn covers the time the key was busy since this node's last
     // epoch began: no node spent in the quiet spell the wake ended, and
-    // what it left the wake's pool holds (at least the epoch itself).
+    // what it left the wake's pool holds (and never below one epoch's
+    // share).
     const bool quiet_since = in.from_wake && woke_us_ > last_start_us;
     const TimeUs busy_us = now - last_start_us - (quiet_since ? TimeUs{quiet_us_} : 0);
     const i128 raise = std::max<i128>(kRaiseUnit, kRaiseUnit * busy_us / epoch_length_us);
