@@ -5,6 +5,7 @@
 // 11x the limit and then nothing for seconds (docs/accuracy.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -932,6 +933,28 @@ TEST(FairShareSimTest, ARetryStormOn50NodesHoldsTheWindows) { expect_storm_held(
 // (docs/cluster.md, "A log's wake is a turn too").
 TEST(FairShareSimTest, ARetryStormOn200NodesHoldsTheSlidingWindow) {
   expect_storm_held_by(200, "sliding_window", {});
+}
+
+// At 200 nodes the bucket family, since a sparse turn goes on through a
+// pause: the runs within 1% of the ideal and the windows' bounds at seeds
+// 1-3 (most later window 1.37-1.49 x, fewest 0.58-0.76 x, runs -0.97 ..
+// -0.52%). Smooth bursty's fewest was 0.37 x at seed 1 before that rule,
+// in the second after the storm (docs/cluster.md, "Spread demand at 200
+// nodes: three fixes"); the others held then too. Two tests, so that
+// ctest -j2 runs them side by side (about 80 s each).
+void expect_storm_held_on_200_nodes(const std::vector<std::string>& algorithms) {
+  for (const auto& [algorithm, options] : every_replicated_algorithm()) {
+    if (std::find(algorithms.begin(), algorithms.end(), algorithm) == algorithms.end()) continue;
+    expect_storm_held_by(200, algorithm, options);
+  }
+}
+
+TEST(FairShareSimTest, ARetryStormOn200NodesHoldsTheTokenBucketAndSmoothBursty) {
+  expect_storm_held_on_200_nodes({"token_bucket", "smooth_bursty"});
+}
+
+TEST(FairShareSimTest, ARetryStormOn200NodesHoldsGcraAndTheLeakyBucket) {
+  expect_storm_held_on_200_nodes({"gcra", "leaky_bucket"});
 }
 
 // Spread demand on a sliding log (`steady` at 50 nodes: Poisson demand at
