@@ -681,15 +681,16 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // demand is made dense by the crowd of origins (kCrowdedOrigins), so an
   // overshoot the log then refused for a few horizons woke the key, and
   // the wake's epochs shared its pool by weights of about 1/185, unraised:
-  // mostly 0.15-0.5 of a request each, while a fifth of the nodes asked in
-  // the two horizons. The log admitted 68 in the second from 20.8 s, as
-  // the 96 it admitted a second before freed (seed 1, traced), and ran
-  // -5.20 / -6.29 / -6.16% against the ideal (seeds 1-3); -2.01 / -2.57 /
-  // -1.93% so, and at 50 nodes -1.83 / -1.58 / -3.20% -> -0.58 / -0.25 /
-  // -0.65%. Not after a burst's epoch: aligned bursts every 300 ms at 50
-  // nodes (a few requests a node each, the 200 ms between them a pause,
-  // not an idle spell) had their wakes' epochs raised too, and ran +4.35%
-  // over the ideal with a silent later window (+1.52% so, as before). Nor
+  // mostly 0.15-0.5 of a request each, while 36 of the 200 nodes started
+  // an epoch in the first 220 ms. The log admitted 68 in the second from
+  // 20.8 s, as the 96 it admitted a second before freed (seed 1, traced),
+  // and ran -5.20 / -6.29 / -6.16% against the ideal (seeds 1-3); -2.01 /
+  // -2.57 / -1.93% so, and at 50 nodes -1.83 / -1.58 / -3.20% -> -0.58 /
+  // -0.25 / -0.65%. Not after a burst's epoch: aligned bursts every 300
+  // ms at 50 nodes (a few requests a node each, the 200 ms between them a
+  // pause, not an idle spell) had their wakes' epochs raised too, and ran
+  // +4.35% over the ideal with a silent later window (+1.52% so, as
+  // before). Nor
   // over the quiet spell: at 200 nodes the same bursts (a request a node
   // each) raised by their whole interval ran +4.71% (+3.26% so, +3.29%
   // before). Not where an overshoot is repaid (a bucket's or a fixed
@@ -706,14 +707,17 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
         in.from_wake ? std::max<TimeUs>(view.horizon_us, end - now) : view.horizon_us;
     // A wake's turn covers the time the key was busy since this node's last
     // epoch began: no node spent in the quiet spell the wake ended, and
-    // what it left the wake's pool holds (and never below one epoch's
-    // share).
+    // what it left the wake's pool holds. One no longer than its epoch is
+    // no turn (a turn's raise is at least one epoch's share: elsewhere
+    // the time since the last start exceeds a horizon).
     const bool quiet_since = in.from_wake && woke_us_ > last_start_us;
     const TimeUs busy_us = now - last_start_us - (quiet_since ? TimeUs{quiet_us_} : 0);
-    const i128 raise = std::max<i128>(kRaiseUnit, kRaiseUnit * busy_us / epoch_length_us);
-    found.sparse_raised = true;
-    found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
-    sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
+    const i128 raise = kRaiseUnit * busy_us / epoch_length_us;
+    if (!in.from_wake || raise > kRaiseUnit) {
+      found.sparse_raised = true;
+      found.sparse_raise_capped = raise > kRaiseUnit * kMaxSparseRaise;
+      sparse_raise = std::min<i128>(raise, kRaiseUnit * kMaxSparseRaise);
+    }
   }
   // Where the refill accrues and no overshoot is repaid (a sliding window),
   // what the shares leave unspent is lost for good: the floor below and the
