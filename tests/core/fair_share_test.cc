@@ -1462,6 +1462,34 @@ TEST(FairShareTest, ALogsWakeIsASparseTurnToo) {
   EXPECT_NEAR(admitted(false, FairShare::kIdleSpellHorizons * kHorizonUs, 1), 50, 22);
 }
 
+// On a fixed window, a node's first epoch after a wake that ended an idle
+// spell, past the wake's own epochs (not from the wake), is a sparse turn
+// covering the time since the wake: the turn of
+// ASparseTurnGoesOnThroughAPause, the key idle for kIdleSpellHorizons
+// before a wake 4 horizons before the turn, is raised 4-fold: 1/20 x 4,
+// 200 of 1000. A wake within a horizon of the turn raises nothing (1/20,
+// 50), nor does a wake on a bucket or a log (their first epochs after an
+// idle spell: 50).
+TEST(FairShareTest, AFixedWindowsTurnAfterAWakeCoversTheTimeSinceIt) {
+  const auto admitted = [](bool repays, bool steps, TimeUs wake_before_turn_us) {
+    return admitted_at_turns(ShareInputs{.repays_overshoot = repays,
+                                         .rate_limit = 100,
+                                         .rate_period_us = kUsPerSecond,
+                                         .refill_step_us = steps ? kUsPerSecond : 0},
+                             2, [&](FairShare& share, ShareInputs&, TimeUs turn_at) {
+                               const TimeUs wake_at = turn_at - wake_before_turn_us;
+                               share.note_wake(
+                                   200, 1, wake_at, kHorizonUs,
+                                   wake_at - FairShare::kIdleSpellHorizons * kHorizonUs);
+                             });
+  };
+  // 3 standard deviations: 38 and 21.
+  EXPECT_NEAR(admitted(true, true, 4 * kHorizonUs), 200, 38);
+  EXPECT_NEAR(admitted(true, true, kHorizonUs / 2), 50, 22);
+  EXPECT_NEAR(admitted(true, false, 4 * kHorizonUs), 50, 22);
+  EXPECT_NEAR(admitted(false, false, 4 * kHorizonUs), 50, 22);
+}
+
 // A sparse turn's weight where the refill accrues and no overshoot is
 // repaid (a sliding window): at least an equal part of the origins seen. A
 // node that spent none of the key's last 200 requests weighs an eighth of

@@ -957,19 +957,37 @@ TEST(FairShareSimTest, ARetryStormOn200NodesHoldsGcraAndTheLeakyBucket) {
   expect_storm_held_on_200_nodes({"gcra", "leaky_bucket"});
 }
 
+// `steady` on `algorithm` at `nodes`, seeds 1-2: the windows' bounds and
+// the run within `bound` of the ideal.
+void expect_spread_demand_held(int nodes, const std::string& algorithm, double bound) {
+  for (const std::uint64_t seed : {1, 2}) {
+    const Results r = run(shipped("steady", {"cluster.nodes=" + std::to_string(nodes),
+                                             "rule.0.algorithm=\"" + algorithm + "\""}),
+                          seed);
+    const std::string what =
+        algorithm + ", " + std::to_string(nodes) + " nodes, seed " + std::to_string(seed);
+    expect_windows(r, what, 100);
+    EXPECT_LE(std::abs(r.error_ratio()), bound) << what;
+  }
+}
+
 // Spread demand on a sliding log (`steady` at 50 nodes: Poisson demand at
 // twice a limit of 100/s, four requests a node a second), seeds 1-2: the
 // run within 1% of the ideal (-0.58 / -0.25%) since a wake's epoch is a
 // sparse turn too; -1.83 / -1.58% before (docs/cluster.md, "A log's wake
 // is a turn too").
 TEST(FairShareSimTest, SpreadDemandOn50NodesHoldsTheSlidingLog) {
-  for (const std::uint64_t seed : {1, 2}) {
-    const Results r =
-        run(shipped("steady", {"cluster.nodes=50", "rule.0.algorithm=\"sliding_log\""}), seed);
-    const std::string what = "sliding_log, 50 nodes, seed " + std::to_string(seed);
-    expect_windows(r, what, 100);
-    EXPECT_LE(std::abs(r.error_ratio()), 0.01) << what;
-  }
+  expect_spread_demand_held(50, "sliding_log", 0.01);
+}
+
+// Spread demand on a fixed window at 200 nodes (`steady`: a request a node
+// a second at twice a limit of 100/s), seeds 1-2: the windows' bounds and
+// the run within 1.5% of the ideal (-1.21 / -1.07%) since a node's first
+// epoch after a wake is a turn covering the time since it; -1.64 / -1.54%
+// before (docs/cluster.md, "A fixed window's turn after a wake"). Not
+// within 1% at every seed yet.
+TEST(FairShareSimTest, SpreadDemandOn200NodesKeepsAFixedWindowWithinOneAndAHalfPercent) {
+  expect_spread_demand_held(200, "fixed_window", 0.015);
 }
 
 }  // namespace
