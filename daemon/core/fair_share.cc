@@ -680,9 +680,9 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // each node asking a request a second, such epochs shared the pool by
   // weights of about 1/200, unraised: 0.03-0.49 of a request, and the
   // window admitted 4-9 a 100 ms against a demand of 16-25 once the wake's
-  // epochs ended. `steady` at 200 nodes, seeds 1-3: -1.64 / -1.54 / -1.00% against the
-  // ideal -> -1.21 / -1.07 / -0.71%. Not on the other algorithms, measured
-  // mixed there: the sliding log's `storm` at 200 nodes, seed 2, fewest
+  // epochs ended. `steady` at 200 nodes, seeds 1-3: -1.64 / -1.54 /
+  // -1.00% against the ideal -> -1.21 / -1.07 / -0.71%. Not on the other
+  // algorithms, measured mixed there: the sliding log's `storm` at 200 nodes, seed 2, fewest
   // later window 0.50 -> 0.62 x the limit but most 1.41 -> 1.53 x; the
   // sliding window's -0.40 -> -0.76%; the token bucket's `periodic` at 200
   // nodes -0.14 -> -0.28% (docs/cluster.md, "A fixed window's turn after a
@@ -726,11 +726,10 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
         in.from_wake ? std::max<TimeUs>(view.horizon_us, end - now) : view.horizon_us;
     // A wake's turn covers the time the key was busy since this node's last
     // epoch began: no node spent in the quiet spell the wake ended, and
-    // what it left the wake's pool holds. One no longer than its epoch is
+    // what it left the wake's pool holds. A fixed window's turn since a
+    // wake covers the time since it. Either, no longer than its epoch, is
     // no turn (a turn's raise is at least one epoch's share: elsewhere
     // the time since the last start exceeds a horizon).
-    // A turn since a wake covers the time since it (one no longer than a
-    // horizon is none).
     const bool quiet_since = in.from_wake && woke_us_ > last_start_us;
     const TimeUs busy_us = turn_since_wake
                                ? now - woke_us_
