@@ -682,11 +682,11 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // window admitted 4-9 a 100 ms against a demand of 16-25 once the wake's
   // epochs ended. `steady` at 200 nodes, seeds 1-3: -1.64 / -1.54 /
   // -1.00% against the ideal -> -1.21 / -1.07 / -0.71%. Not on the other
-  // algorithms, measured mixed there: the sliding log's `storm` at 200 nodes, seed 2, fewest
-  // later window 0.50 -> 0.62 x the limit but most 1.41 -> 1.53 x; the
-  // sliding window's -0.40 -> -0.76%; the token bucket's `periodic` at 200
-  // nodes -0.14 -> -0.28% (docs/cluster.md, "A fixed window's turn after a
-  // wake").
+  // algorithms, measured mixed there: the sliding log's `storm` at 200
+  // nodes, seed 2, fewest later window 0.50 -> 0.62 x the limit but most
+  // 1.41 -> 1.53 x; the sliding window's `storm` there -0.40 -> -0.76%;
+  // the token bucket's `periodic` at 200 nodes -0.14 -> -0.28%
+  // (docs/cluster.md, "A fixed window's turn after a wake").
   const bool turn_since_wake =
       in.whole_steps() && !in.from_wake && !no_idle_spell_since_last && woke_us_ > last_start_us;
   const bool turn_goes_on =
@@ -709,16 +709,15 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
   // ms at 50 nodes (a few requests a node each, the 200 ms between them a
   // pause, not an idle spell) had their wakes' epochs raised too, and ran
   // +4.35% over the ideal with a silent later window (+1.52% so, as
-  // before). Nor
-  // over the quiet spell: at 200 nodes the same bursts (a request a node
-  // each) raised by their whole interval ran +4.71% (+3.26% so, +3.29%
-  // before). Not where an overshoot is repaid (a bucket's or a fixed
-  // window's wake), measured mixed there (every wake's epoch a turn,
-  // raised by its whole interval): the fixed window's `steady` at 200
-  // nodes -1.64% -> -1.21%, but its `storm` -1.75% -> -2.68%; the token
-  // bucket's `storm` at 50 nodes most later window 1.15 -> 1.26 x, GCRA's
-  // at 200 nodes fewest 0.76 -> 0.67 x (docs/cluster.md, "A log's wake is
-  // a turn too").
+  // before). Nor over the quiet spell: at 200 nodes the same bursts (a
+  // request a node each) raised by their whole interval ran +4.71%
+  // (+3.26% so, +3.29% before). Not where an overshoot is repaid (a
+  // bucket's or a fixed window's wake), measured mixed there (every wake's
+  // epoch a turn, raised by its whole interval): the fixed window's
+  // `steady` at 200 nodes -1.64% -> -1.21%, but its `storm` -1.75% ->
+  // -2.68%; the token bucket's `storm` at 50 nodes most later window 1.15
+  // -> 1.26 x, GCRA's at 200 nodes fewest 0.76 -> 0.67 x (docs/cluster.md,
+  // "A log's wake is a turn too").
   const bool wake_is_turn = in.from_wake && !in.repays_overshoot && asked_last <= 1;
   if (!first_here && (!in.from_wake || wake_is_turn) && now >= young_until_us_ && turn_goes_on &&
       view.horizon_us > 0 && now - epoch_end_us_ > view.horizon_us) {

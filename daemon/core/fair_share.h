@@ -729,7 +729,7 @@ class FairShare {
   std::uint32_t burst_epochs_ : 6 = 0;
   // The quiet spell the last wake ended (its entries standing still before
   // it), in microseconds, at most kMaxQuietUs: no node spent on the key
-  // there (a sparse turn's raise leaves it out).
+  // there (a log's wake turn's raise leaves it out).
   static constexpr TimeUs kMaxQuietUs = (TimeUs{1} << 26) - 1;
   std::uint32_t quiet_us_ : 26 = 0;
   // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is

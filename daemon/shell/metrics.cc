@@ -104,7 +104,8 @@ const StatusMetric kStatusMetrics[] = {
     counter("rlimit_share_sparse_raised_total",
             "Fair share epochs whose share was raised for this node's sparse asking on a busy "
             "key (by the time since its last epoch began, in news horizons; at a sliding "
-            "log's wake, by the time the key was busy since then, in epochs of two horizons)."),
+            "log's wake, by the time the key was busy since then, in epochs of two horizons; "
+            "on a fixed window's first epoch after a wake, by the time since the wake)."),
     counter("rlimit_share_sparse_raise_capped_total",
             "Fair share epochs whose sparse asker's raise was held at its bound (16 x)."),
     counter("rlimit_share_contended_balance_total",

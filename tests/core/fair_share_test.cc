@@ -1402,19 +1402,25 @@ int admitted_at_turns(ShareInputs in, std::uint64_t own_at_turn,
 // algorithm then refused whole), whatever the algorithm: the turn of
 // ASparseAskersTurnCoversItsInterval, 500 of 1000 admitted. Not after an
 // idle spell (kIdleSpellHorizons: a burst's end): 1/20 there, 50.
+// admitted_at_turns' turn on a bucket (`repays`), a fixed window (`repays`
+// and `steps`) or a log (neither), after a wake `wake_before_turn_us`
+// before it that ended a quiet spell of `quiet_us`.
+int admitted_after_wake(bool repays, bool steps, TimeUs wake_before_turn_us, TimeUs quiet_us) {
+  return admitted_at_turns(ShareInputs{.repays_overshoot = repays,
+                                       .rate_limit = 100,
+                                       .rate_period_us = kUsPerSecond,
+                                       .refill_step_us = steps ? kUsPerSecond : 0},
+                           2, [&](FairShare& share, ShareInputs&, TimeUs turn_at) {
+                             const TimeUs wake_at = turn_at - wake_before_turn_us;
+                             share.note_wake(200, 1, wake_at, kHorizonUs, wake_at - quiet_us);
+                           });
+}
+
 TEST(FairShareTest, ASparseTurnGoesOnThroughAPause) {
   // The key quiet for `quiet_horizons` before a wake half a horizon before
   // the turn.
   const auto admitted = [](bool repays, bool steps, std::int64_t quiet_horizons) {
-    return admitted_at_turns(ShareInputs{.repays_overshoot = repays,
-                                         .rate_limit = 100,
-                                         .rate_period_us = kUsPerSecond,
-                                         .refill_step_us = steps ? kUsPerSecond : 0},
-                             2, [&](FairShare& share, ShareInputs&, TimeUs turn_at) {
-                               const TimeUs wake_at = turn_at - kHorizonUs / 2;
-                               share.note_wake(200, 1, wake_at, kHorizonUs,
-                                               wake_at - quiet_horizons * kHorizonUs);
-                             });
+    return admitted_after_wake(repays, steps, kHorizonUs / 2, quiet_horizons * kHorizonUs);
   };
   // 3 standard deviations: 47 and 21.
   EXPECT_NEAR(admitted(false, false, 1), 500, 50);
@@ -1472,16 +1478,8 @@ TEST(FairShareTest, ALogsWakeIsASparseTurnToo) {
 // idle spell: 50).
 TEST(FairShareTest, AFixedWindowsTurnAfterAWakeCoversTheTimeSinceIt) {
   const auto admitted = [](bool repays, bool steps, TimeUs wake_before_turn_us) {
-    return admitted_at_turns(ShareInputs{.repays_overshoot = repays,
-                                         .rate_limit = 100,
-                                         .rate_period_us = kUsPerSecond,
-                                         .refill_step_us = steps ? kUsPerSecond : 0},
-                             2, [&](FairShare& share, ShareInputs&, TimeUs turn_at) {
-                               const TimeUs wake_at = turn_at - wake_before_turn_us;
-                               share.note_wake(
-                                   200, 1, wake_at, kHorizonUs,
-                                   wake_at - FairShare::kIdleSpellHorizons * kHorizonUs);
-                             });
+    return admitted_after_wake(repays, steps, wake_before_turn_us,
+                               FairShare::kIdleSpellHorizons * kHorizonUs);
   };
   // 3 standard deviations: 38 and 21.
   EXPECT_NEAR(admitted(true, true, 4 * kHorizonUs), 200, 38);

@@ -941,7 +941,7 @@ TEST(FairShareSimTest, ARetryStormOn200NodesHoldsTheSlidingWindow) {
 // -0.52%). Smooth bursty's fewest was 0.37 x at seed 1 before that rule,
 // in the second after the storm (docs/cluster.md, "Spread demand at 200
 // nodes: three fixes"); the others held then too. Two tests, so that
-// ctest -j2 runs them side by side (about 80 s each).
+// ctest -j2 runs them side by side (137-155 s each there, measured).
 void expect_storm_held_on_200_nodes(const std::vector<std::string>& algorithms) {
   for (const auto& [algorithm, options] : every_replicated_algorithm()) {
     if (std::find(algorithms.begin(), algorithms.end(), algorithm) == algorithms.end()) continue;
