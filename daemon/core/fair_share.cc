@@ -729,10 +729,14 @@ FairShare::EpochStart FairShare::start_epoch(const ShareView& view, const ShareI
     // wake covers the time since it. Either, no longer than its epoch, is
     // no turn (a turn's raise is at least one epoch's share: elsewhere
     // the time since the last start exceeds a horizon).
+    // A quiet spell held at its bound (kMaxQuietUs, reached only with
+    // horizons of over 22 s) is taken for the whole time since that epoch
+    // began: no turn, rather than a raise for a quiet time counted busy.
     const bool quiet_since = in.from_wake && woke_us_ > last_start_us;
-    const TimeUs busy_us = turn_since_wake
-                               ? now - woke_us_
-                               : now - last_start_us - (quiet_since ? TimeUs{quiet_us_} : 0);
+    const TimeUs quiet_spell_us =
+        quiet_us_ == kMaxQuietUs ? now - last_start_us : TimeUs{quiet_us_};
+    const TimeUs busy_us =
+        turn_since_wake ? now - woke_us_ : now - last_start_us - (quiet_since ? quiet_spell_us : 0);
     const i128 raise = kRaiseUnit * busy_us / epoch_length_us;
     if ((!in.from_wake && !turn_since_wake) || raise > kRaiseUnit) {
       found.sparse_raised = true;

@@ -729,7 +729,11 @@ class FairShare {
   std::uint32_t burst_epochs_ : 6 = 0;
   // The quiet spell the last wake ended (its entries standing still before
   // it), in microseconds, at most kMaxQuietUs: no node spent on the key
-  // there (a log's wake turn's raise leaves it out).
+  // there (a log's wake turn's raise leaves it out). The bound is the
+  // field's width, 67 s: a spell that long is an idle spell, and no log's
+  // turn, unless a horizon exceeds 22 s (gossip intervals of seconds, a
+  // Redis sync's); a spell held there is taken as the whole time since
+  // this node's last epoch began (start_epoch: no turn).
   static constexpr TimeUs kMaxQuietUs = (TimeUs{1} << 26) - 1;
   std::uint32_t quiet_us_ : 26 = 0;
   // A forgiven debt (carries_debt). While a burst lasts: burst_balance_ is

@@ -1468,6 +1468,41 @@ TEST(FairShareTest, ALogsWakeIsASparseTurnToo) {
   EXPECT_NEAR(admitted(false, FairShare::kIdleSpellHorizons * kHorizonUs, 1), 50, 22);
 }
 
+// A log's wake turn under horizons of 30 s (gossip intervals of seconds):
+// this node's last epoch began at kStart, and ended 30 s on (its length
+// held at kMaxEpochUs, 16.8 s: the turn takes it to have begun at 13.2 s);
+// the turn comes at 150 s, half a horizon after a wake that ended a quiet
+// spell of 80 s (below an idle spell's 90 s). Busy 136.8 - 80 = 56.8 s
+// against the turn's epoch of two horizons (60 s): no turn. The spell is
+// beyond quiet_us_'s bound (kMaxQuietUs, 67.1 s); held there, it counted
+// 69.7 s busy and raised the turn (18 / 16). Taken for the whole time
+// since that epoch began: no turn. A spell of 20 s still raises it (116.8
+// s busy: 31 / 16).
+TEST(FairShareTest, ALogsWakeTurnTakesAQuietSpellBeyondItsBoundForTheWholeTime) {
+  constexpr TimeUs kLongHorizonUs = 30 * kUsPerSecond;
+  const ShareView view{.live_nodes = 200, .horizon_us = kLongHorizonUs};
+  const auto raised = [&](TimeUs quiet_spell_us) {
+    FairShare share;
+    ShareInputs in{.headroom = 10,
+                   .others = 199,
+                   .recent_others = 199,
+                   .has_own = true,
+                   .repays_overshoot = false,
+                   .own_consumed = 1,
+                   .all_consumed = 200};
+    share.start_epoch(view, in, kStart);
+    share.count(kStart);
+    const TimeUs turn_at = kStart + 150 * kUsPerSecond;
+    const TimeUs wake_at = turn_at - kLongHorizonUs / 2;
+    share.note_wake(200, 1, wake_at, kLongHorizonUs, wake_at - quiet_spell_us);
+    in.from_wake = true;
+    in.epoch_end_us = turn_at + 2 * kLongHorizonUs;
+    return share.start_epoch(view, in, turn_at).sparse_raised;
+  };
+  EXPECT_FALSE(raised(80 * kUsPerSecond));
+  EXPECT_TRUE(raised(20 * kUsPerSecond));
+}
+
 // On a fixed window, a node's first epoch after a wake that ended an idle
 // spell, past the wake's own epochs (not from the wake), is a sparse turn
 // covering the time since the wake: the turn of
